@@ -1,0 +1,200 @@
+"""The library API: bind, view, fire, stop, prompt submitted (engine.md §1).
+
+This is the edge where the sans-IO engine meets the stores and the real host: it loads the
+configs (through the compiled cache), runs the engine, commits its writes, and turns a lost
+race into the engine's "another session changed …" reply. Surfaces (CLI, MCP, hooks) call it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from ..engine.fire import Call, Outcome, fire
+from ..engine.host import Host
+from ..engine.idle import kind_of
+from ..engine.records import AuditRecord, Instance, Session
+from ..engine.reply import Reply
+from ..machine.config import Loaded, find_configs
+from ..store.base import RefTaken, StoreConflict
+from ..store.sqlite import SqliteStore
+from .stores import Stores, user_store
+
+__all__ = ["App", "CallError", "Result"]
+
+_PASS_KEY = ("pass the session key from the latest <smllm> header, or fire enter without one "
+             "to start a session")
+
+
+class CallError(Exception):
+    """A call that isn't a refusal in a block (cli-and-harnesses.md §3): exit 1, `error: …`."""
+
+
+class Result(NamedTuple):
+    ok: bool
+    reply: Reply
+    session: Session | None        # the session after the call (None: no session was made)
+    stores: Stores
+
+    def text(self) -> str:
+        from ..text.block import render
+
+        return render(self.reply)
+
+    def location(self) -> dict[str, Any] | None:
+        s = self.session
+        if s is None or s.holding is None:
+            return None
+        inst = self.stores.instance(*s.holding)
+        if inst is None:
+            return None
+        return {"machine": inst.machine, "state": inst.state, "instance": inst.id,
+                "ref": inst.ref}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "session": self.session.key if self.session else None,
+                "location": self.location(), "text": self.text()}
+
+
+class App:
+    """One process's view of smllm: the user store, the real host, the config lookup."""
+
+    def __init__(self, cwd: str | None = None, config: str | None = None,
+                 host: Host | None = None, env: Mapping[str, str] | None = None) -> None:
+        self.cwd = os.path.abspath(cwd or os.getcwd())
+        self.config = config
+        if host is None:
+            from .system import SystemHost
+
+            host = SystemHost(env)
+        self.host = host
+        self.user: SqliteStore = user_store()
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def configs_here(self) -> tuple[str, ...]:
+        return find_configs(self.cwd, self.config)
+
+    def load(self, configs: tuple[str, ...]) -> Loaded:
+        from ..machine.cache import load_cached
+
+        return load_cached(configs)
+
+    def session(self, key: str) -> Session:
+        s = self.user.session(key)
+        if s is None:
+            raise CallError(f"no session {key}; {_PASS_KEY}")
+        return s
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def view(self, key: str | None) -> Result:
+        """The read-only view of a session (engine.md §4.4)."""
+        from ..engine.view import view
+
+        if key is None:
+            raise CallError(f"to see where you are, {_PASS_KEY}")
+        s = self.session(key)
+        loaded = self.load(s.configs)
+        stores = Stores(loaded, self.user)
+        return Result(True, view(loaded, s, stores, self.host), s, stores)
+
+    def fire(self, key: str | None, event: str, params: tuple[tuple[str, Any], ...] = (),
+             source: str = "agent", harness: str = "none") -> Result:
+        if key is None and event != "enter":
+            raise CallError(f"{event} needs a session; {_PASS_KEY}")
+        if key is None:
+            session = None
+            configs = self.configs_here()
+        else:
+            session = self.session(key)
+            configs = session.configs
+        loaded = self.load(configs)
+        stores = Stores(loaded, self.user)
+        call = Call(event, params, source, session, harness, self.cwd, configs)
+        outcome = fire(loaded, call, stores, self.host)
+        return self.commit(loaded, stores, call, outcome)
+
+    def commit(self, loaded: Loaded, stores: Stores, call: Call, outcome: Outcome) -> Result:
+        """Apply an outcome's writes: instances first (they are the truth), then the session.
+
+        A lost race commits only the loser's return to idle (never an instance write) and
+        replies with the engine's message for it.
+        """
+        from ..engine.fire import lost
+
+        try:
+            by_store: dict[int, tuple[Any, list[Any]]] = {}
+            for w in outcome.instances:
+                store = stores.store_of(w.instance.machine)
+                assert store is not None
+                by_store.setdefault(id(store), (store, []))[1].append(w)
+            for store, writes in by_store.values():
+                store.commit_instances(writes)
+        except StoreConflict as exc:
+            label = self._label(stores, exc.machine, exc.id, outcome)
+            message = (f"another session changed {kind_of(loaded, exc.machine)} {label}; you are "
+                       "in idle")
+            return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
+        except RefTaken as exc:
+            message = (f"another {kind_of(loaded, exc.machine)} of {exc.machine} already has "
+                       f"ref {exc.ref}")
+            return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
+        session = call.session
+        if outcome.session is not None:
+            try:
+                session = self.user.commit_session(outcome.session, outcome.audit)
+            except StoreConflict:
+                # the session moved on meanwhile (another call of the same session); the
+                # instance is the truth and the session's next call repairs it (§7.1)
+                fresh = self.user.session(call.session.key) if call.session else None
+                return Result(False, outcome.reply._replace(), fresh, stores)
+        return Result(outcome.ok, outcome.reply, session, stores)
+
+    def _settle(self, call: Call, outcome: Outcome, stores: Stores) -> Result:
+        session = call.session
+        if outcome.session is not None:
+            try:
+                session = self.user.commit_session(outcome.session, outcome.audit)
+            except StoreConflict:
+                session = self.user.session(outcome.session.session.key)
+        return Result(False, outcome.reply, session, stores)
+
+    @staticmethod
+    def _label(stores: Stores, machine: str, id: str, outcome: Outcome) -> str:
+        current = stores.instance(machine, id)
+        if current is not None:
+            return current.label
+        for w in outcome.instances:
+            if w.instance.id == id:
+                return w.instance.label
+        return id
+
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
+        """The session-start hook: the bound session's view, or a new session in idle.
+
+        None when no session is bound and no config is found from `cwd` (the quiet answer).
+        """
+        from ..engine.fire import iso
+
+        bound = self.user.binding(harness, host_session)
+        if bound is not None:
+            return self.view(bound.key)
+        configs = find_configs(cwd, None)
+        if not configs:
+            return None
+        at = iso(self.host.now())
+        key = self.host.new_id("sm-")
+        while self.user.key_taken(key):
+            key = self.host.new_id("sm-")
+        new = Session(key, harness, host_session, cwd, configs, None, None, False, 0, 1, at, at)
+        audit = (AuditRecord(at, "bind", {"harness": harness, "hostSession": host_session,
+                                          "cwd": cwd, "configs": list(configs)}),)
+        made = self.user.bind(new, audit)
+        return self.view(made.key)
+
+    def instance_of(self, stores: Stores, machine: str, id: str) -> Instance | None:
+        return stores.instance(machine, id)

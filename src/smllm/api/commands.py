@@ -1,0 +1,173 @@
+"""Run a state machine's guard or action command (POSIX; Linux is the target).
+
+The child gets its own process group so a timeout can kill everything it started.  Output
+(stdout and stderr on one pipe) is kept only as a bounded rolling tail, and only reported
+for failures.  A single thread multiplexes the pipe and the child's exit (a pidfd where
+the kernel has one), so a success returns the moment the child exits even when a
+background grandchild still holds the pipe open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+
+from ..engine.host import CommandResult
+
+__all__ = ["CommandResult", "run_command"]
+
+# Bytes of output kept; comfortably more than TAIL_CHARS even for 4-byte UTF-8 characters.
+_KEEP_BYTES = 4096
+TAIL_CHARS = 400
+# After a failure, how long to let the output pipe drain once the child has exited.
+_DRAIN_SECONDS = 0.2
+# Without a pidfd we cannot wait on the pipe and the exit together, so we poll this often.
+_POLL_SECONDS = 0.01
+# Longest single select() wait; the selector rejects an infinite timeout.
+_MAX_WAIT_SECONDS = 60.0
+_READ_SIZE = 65536
+
+
+def run_command(
+    run: str | Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout: float,
+    timeout_text: str,
+) -> CommandResult:
+    """Run `run` (a shell string or an argv list) and report how it ended; never raises."""
+    argv = ["/bin/sh", "-c", run] if isinstance(run, str) else list(run)
+    if not argv:
+        return CommandResult(False, "could not start: empty command")
+    try:
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # own process group, so a timeout can kill it whole
+        )
+    except OSError as exc:
+        return CommandResult(False, f"could not start: {_os_reason(exc)}")
+    except (ValueError, subprocess.SubprocessError) as exc:  # e.g. "embedded null byte"
+        return CommandResult(False, f"could not start: {exc}")
+    try:
+        return _supervise(proc, time.monotonic() + timeout, timeout_text)
+    finally:
+        # Only reached with the child still unreaped if we were interrupted (e.g. Ctrl-C):
+        # don't leave its process group running behind us.
+        if proc.returncode is None:
+            _kill_group(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _supervise(proc: subprocess.Popen[bytes], deadline: float, timeout_text: str) -> CommandResult:
+    assert proc.stdout is not None
+    out_fd = proc.stdout.fileno()
+    tail = bytearray()
+    pidfd = _open_pidfd(proc.pid)
+    with selectors.DefaultSelector() as sel:
+        sel.register(out_fd, selectors.EVENT_READ)
+        if pidfd is not None:
+            sel.register(pidfd, selectors.EVENT_READ)
+        try:
+            code = _wait(proc, sel, out_fd, tail, deadline, pidfd is None)
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+        if code is None:
+            # Check once more: it may have exited just as the deadline passed.
+            code = proc.poll()
+        if code is None:
+            _kill_group(proc)
+            return CommandResult(False, f"timed out after {timeout_text}s")
+        if code == 0:
+            # Don't wait for the pipe's EOF: a background grandchild may hold it for ages.
+            return CommandResult(True, "")
+        if code < 0:
+            return CommandResult(False, "killed by a signal")
+        if pidfd is not None:
+            sel.unregister(pidfd)
+        _drain(sel, out_fd, tail, time.monotonic() + _DRAIN_SECONDS)
+    text = tail.decode("utf-8", errors="replace").rstrip()[-TAIL_CHARS:]
+    return CommandResult(False, f"exited {code}: {text}" if text else f"exited {code}")
+
+
+def _wait(
+    proc: subprocess.Popen[bytes],
+    sel: selectors.BaseSelector,
+    out_fd: int,
+    tail: bytearray,
+    deadline: float,
+    polling: bool,
+) -> int | None:
+    """Read output until the child exits (its return code) or the deadline passes (None)."""
+    while True:
+        code = proc.poll()
+        if code is not None:
+            return code
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        wait = min(_POLL_SECONDS if polling else _MAX_WAIT_SECONDS, remaining)
+        for key, _ in sel.select(wait):
+            if key.fd == out_fd and not _read_into(out_fd, tail):
+                sel.unregister(out_fd)  # EOF; keep waiting for the exit alone
+
+
+def _drain(sel: selectors.BaseSelector, out_fd: int, tail: bytearray, until: float) -> None:
+    """Read what is left in the pipe until EOF or `until`, whichever comes first."""
+    while sel.get_map() and (remaining := until - time.monotonic()) > 0:
+        for _ in sel.select(remaining):
+            if not _read_into(out_fd, tail):
+                sel.unregister(out_fd)
+
+
+def _read_into(fd: int, tail: bytearray) -> bool:
+    """Append one read to the rolling tail; False at EOF."""
+    chunk = os.read(fd, _READ_SIZE)
+    if not chunk:
+        return False
+    tail += chunk
+    if len(tail) > _KEEP_BYTES:
+        del tail[: len(tail) - _KEEP_BYTES]
+    return True
+
+
+def _open_pidfd(pid: int) -> int | None:
+    """A descriptor that polls readable when `pid` exits, or None if unsupported."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None:
+        return None
+    try:
+        fd: int = pidfd_open(pid)
+    except OSError:  # kernel older than 5.3, or a sandbox that forbids it
+        return None
+    return fd
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the child's whole process group, then reap the child."""
+    # The child is unreaped, so its pid (== its group id) cannot have been reused yet.
+    if proc.pid > 0:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _os_reason(exc: OSError) -> str:
+    """E.g. "No such file or directory: 'nosuchcmd'" (no "[Errno 2]" prefix)."""
+    if exc.strerror is None:
+        return str(exc)
+    if exc.filename is None:
+        return exc.strerror
+    return f"{exc.strerror}: {exc.filename!r}"

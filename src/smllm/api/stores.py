@@ -1,0 +1,96 @@
+"""Opening the stores of a set of configs, and reading them as one (the engine's `Reader`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from ..engine.records import Instance
+from ..machine.config import Loaded, StoreSpec
+from ..store.base import InstanceStore, StoreError
+from ..store.sqlite import SqliteStore
+
+__all__ = ["Stores", "state_home", "user_store"]
+
+STORE_FILE = "smllm.db"
+
+
+def state_home() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                            "state")
+    return os.path.join(base, "smllm")
+
+
+def user_store() -> SqliteStore:
+    """The user's store: sessions, bindings and audits (engine.md §10)."""
+    return SqliteStore(os.path.join(state_home(), "user.db"))
+
+
+def open_store(spec: StoreSpec) -> InstanceStore:
+    if spec.kind == "dir":
+        return SqliteStore(os.path.join(spec.value, STORE_FILE), gitignore=True)
+    raise StoreError("PostgreSQL stores ([state] url) are not supported by this smllm yet")
+
+
+class Stores:
+    """The instance stores of `loaded`'s machines, read as one, plus the user's store."""
+
+    def __init__(self, loaded: Loaded, user: SqliteStore) -> None:
+        self.loaded = loaded
+        self.user = user
+        self._by_spec: dict[StoreSpec, InstanceStore] = {}
+
+    def store_of(self, machine: str) -> InstanceStore | None:
+        spec = self.loaded.stores.get(machine)
+        if spec is None:
+            return None
+        if spec not in self._by_spec:
+            self._by_spec[spec] = open_store(spec)
+        return self._by_spec[spec]
+
+    def instance_stores(self) -> list[InstanceStore]:
+        for machine in self.loaded.machines:
+            self.store_of(machine)
+        return list(self._by_spec.values())
+
+    # -- the engine's Reader -------------------------------------------------------------------
+
+    def instance(self, machine: str, id: str) -> Instance | None:
+        store = self.store_of(machine)
+        if store is not None:
+            return store.instance(machine, id)
+        # an unconfigured machine: its instances may still be in any store we know
+        for other in self.instance_stores():
+            found = other.instance(machine, id)
+            if found is not None:
+                return found
+        return None
+
+    def find(self, machine: str, id_or_ref: str) -> Instance | None:
+        store = self.store_of(machine)
+        return store.find(machine, id_or_ref) if store is not None else None
+
+    def taken(self, machine: str, value: str) -> bool:
+        if not machine:
+            return self.user.key_taken(value)
+        store = self.store_of(machine)
+        return store.taken(machine, value) if store is not None else False
+
+    def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
+        groups: dict[int, tuple[InstanceStore, list[str]]] = {}
+        for machine in machines:
+            store = self.store_of(machine)
+            if store is not None:
+                groups.setdefault(id(store), (store, []))[1].append(machine)
+        found: list[Instance] = []
+        total = 0
+        for store, names in groups.values():
+            listed, count = store.paused(names, limit)
+            found.extend(listed)
+            total += count
+        if len(groups) > 1:
+            found.sort(key=lambda i: (i.machine, i.label))
+            found.sort(key=lambda i: i.updated, reverse=True)
+            if limit is not None:
+                found = found[:limit]
+        return found, total

@@ -1,0 +1,54 @@
+"""The real host: the system clock, the OS's random bytes, processes and files."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from ..engine.host import CommandResult, PromptError
+from ..machine.model import Command
+
+__all__ = ["ALPHABET", "SystemHost", "random_id"]
+
+#: engine.md §2: lowercase Crockford base32.
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+
+def random_id(prefix: str) -> str:
+    # 256 is a multiple of 32, so `byte % 32` is unbiased
+    return prefix + "".join(ALPHABET[b % 32] for b in os.urandom(6))
+
+
+class SystemHost:
+    """The host of every real call; `now` is read once per call by the engine."""
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        self.env = dict(env if env is not None else os.environ)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def new_id(self, prefix: str) -> str:
+        return random_id(prefix)
+
+    def run_command(self, command: Command, cwd: str, env: Mapping[str, str]) -> CommandResult:
+        from .commands import run_command
+
+        full = {**self.env, **env}
+        result = run_command(command.run, cwd=cwd, env=full, timeout=command.timeout,
+                             timeout_text=command.timeout_text)
+        return CommandResult(result.ok, result.detail)
+
+    def read_prompt(self, path: str) -> str | None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PromptError(exc.strerror or str(exc)) from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PromptError("not UTF-8") from None

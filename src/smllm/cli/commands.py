@@ -1,0 +1,404 @@
+"""The CLI's commands (cli-and-harnesses.md §2). Each returns its exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from ..api.app import App, CallError, Result
+from ..engine.records import Instance, Session
+from .main import Exit, config_option, emit_json
+
+__all__ = ["demo", "fire", "init", "instance", "new", "session"]
+
+_NO_CONFIG = "no config found; run smllm init, or pass --config"
+
+CONFIG_TEMPLATE = """\
+# smllm config: which state machines guide the agents in this project.
+[machines]
+# `smllm new ID --write` writes a machine file and adds it here.
+files = []
+"""
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _shown(path: str) -> str:
+    from ..machine.config import shown_path
+
+    return shown_path(path)
+
+
+def _app(args: argparse.Namespace) -> App:
+    return App(config=config_option(args))
+
+
+def _reply(result: Result, as_json: bool) -> int:
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        _out(result.text())
+    return 0 if result.ok else 1
+
+
+def _call_error(exc: CallError, as_json: bool) -> int:
+    if as_json:
+        emit_json({"ok": False, "session": None, "location": None, "text": f"error: {exc}"})
+    sys.stderr.write(f"error: {exc}\n")
+    return 1
+
+
+# -- init and new ------------------------------------------------------------------------------
+
+
+def init(args: argparse.Namespace) -> int:
+    from ..machine.config import user_config_path
+
+    path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm",
+                                                               "config.toml")
+    created = not os.path.exists(path)
+    if created:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _atomic_write(path, CONFIG_TEMPLATE)
+    if args.json:
+        emit_json({"path": path, "created": created})
+    else:
+        _out(f"created {_shown(path)}" if created else f"{_shown(path)} exists; left as it was")
+    return 0
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def machine_template(machine_id: str) -> str:
+    return f"""\
+id: {machine_id}
+description: What this machine guides, in one line.
+initial: START
+meta:
+  smllm: 1
+  events:
+    done:
+      description: Fire when the work is done.
+states:
+  START:
+    meta: {{ entryPoint: true }}
+    entry: {{ type: prompt, params: {{ text: "Do the work, then fire done." }} }}
+    on:
+      done: DONE
+  DONE:
+    type: final
+    entry: {{ type: prompt, params: {{ text: "Summarise what you did." }} }}
+"""
+
+
+def new(args: argparse.Namespace) -> int:
+    import re
+
+    from ..machine.schema import NAME_PATTERNS
+
+    if not re.search(NAME_PATTERNS["machine"], args.id):
+        raise Exit(2, f"machine name {args.id} must match {NAME_PATTERNS['machine']}")
+    text = machine_template(args.id)
+    if not args.write:
+        if args.json:
+            emit_json({"path": None, "written": False, "config": None, "text": text})
+        else:
+            sys.stdout.write(text)
+        return 0
+    explicit = config_option(args)
+    if explicit:
+        config = os.path.abspath(explicit)
+    else:
+        from ..machine.config import find_configs, user_config_path
+
+        found = [c for c in find_configs(os.getcwd(), None)
+                 if c != os.path.realpath(user_config_path())]
+        if not found:
+            raise Exit(2, _NO_CONFIG)
+        config = found[-1]
+    folder = os.path.abspath(args.dir) if args.dir else os.path.dirname(config)
+    path = os.path.join(folder, f"{args.id}.smllm.yaml")
+    if os.path.exists(path):
+        raise Exit(1, f"{_shown(path)} exists")
+    entry = os.path.relpath(path, os.path.dirname(config))
+    updated = _add_machine_file(config, entry)
+    os.makedirs(folder, exist_ok=True)
+    _atomic_write(path, text)
+    _atomic_write(config, updated)
+    if args.json:
+        emit_json({"path": path, "written": True, "config": config})
+    else:
+        _out(f"wrote {_shown(path)}; added it to {_shown(config)}")
+    return 0
+
+
+def _add_machine_file(config: str, entry: str) -> str:
+    """The config's text with `entry` appended to `[machines] files`, formatting kept."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        with open(config, encoding="utf-8") as f:
+            doc = tomlkit.parse(f.read())
+    except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
+        raise Exit(1, f"can't edit {_shown(config)}: {exc}") from None
+    machines = doc.get("machines")
+    if machines is None:
+        machines = tomlkit.table()
+        doc["machines"] = machines
+    files = machines.get("files")
+    if files is None:
+        files = tomlkit.array()
+        machines["files"] = files
+    if not isinstance(files, list):
+        raise Exit(1, f"{_shown(config)}: machines.files must be a list")
+    if entry not in files:
+        files.append(entry)
+    return tomlkit.dumps(doc)
+
+
+# -- fire and sessions -------------------------------------------------------------------------
+
+
+def parse_params(raw: list[str]) -> tuple[tuple[str, Any], ...]:
+    out = []
+    for item in raw:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise Exit(2, f"--param needs NAME=VALUE (got {item!r})")
+        out.append((name, value))
+    return tuple(out)
+
+
+def fire(args: argparse.Namespace) -> int:
+    params = parse_params(args.param)
+    if args.session and (getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG")):
+        sys.stderr.write("note: --config is ignored for a call that names a session; it "
+                         "reloads the configs it was created with\n")
+        app = App()
+    else:
+        app = _app(args)
+    try:
+        result = app.fire(args.session, args.event, params,
+                          "host" if args.host else "agent", "host" if args.host else "none")
+    except CallError as exc:
+        return _call_error(exc, args.json)
+    return _reply(result, args.json)
+
+
+def session(args: argparse.Namespace) -> int:
+    if args.action == "new":
+        return _session_new(args)
+    if args.action == "list":
+        return _session_list(args)
+    app = App()
+    if args.audit:
+        s = app.user.session(args.key)
+        if s is None:
+            sys.stderr.write(f"error: no session {args.key}\n")
+            return 1
+        records = app.user.audit(args.key)
+        if args.json:
+            emit_json({"session": args.key, "audit": [
+                {"at": a.at, "kind": a.kind, **a.detail} for a in records]})
+        else:
+            for a in records:
+                _out(f"{a.at[:10]} {a.at[11:19]} UTC  {a.kind}  {_audit_detail(a.kind, a.detail)}")
+        return 0
+    try:
+        result = app.view(args.key)
+    except CallError as exc:
+        return _call_error(exc, args.json)
+    if args.json:
+        assert result.session is not None
+        emit_json({"session": _session_json(app, result.session), "text": result.text()})
+        return 0
+    _out(result.text())
+    return 0
+
+
+def _audit_detail(kind: str, d: dict[str, Any]) -> str:
+    if kind == "bind":
+        return f"{d.get('harness')} {d.get('cwd')}"
+    if kind == "event":
+        by = " (host)" if d.get("source") == "host" else ""
+        return (f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
+                f"{d.get('from') or '-'} → {d.get('to')}")
+    if kind in ("block", "runaway"):
+        return f"{d.get('machine')} {d.get('state')} {d.get('kind')} {d.get('label')}"
+    if kind == "moved":
+        return str(d.get("message"))
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def _session_new(args: argparse.Namespace) -> int:
+    from ..engine.fire import iso
+    from ..engine.records import AuditRecord
+
+    app = _app(args)
+    configs = app.configs_here()
+    at = iso(app.host.now())
+    key = app.host.new_id("sm-")
+    while app.user.key_taken(key):
+        key = app.host.new_id("sm-")
+    s = Session(key, "none", None, app.cwd, configs, None, None, False, 0, 1, at, at)
+    app.user.commit_session(
+        _create(s), (AuditRecord(at, "bind", {"harness": "none", "hostSession": None,
+                                              "cwd": app.cwd, "configs": list(configs)}),))
+    result = app.view(key)
+    if args.json:
+        emit_json({"session": key, "text": result.text()})
+    else:
+        _out(result.text())
+    return 0
+
+
+def _create(s: Session) -> Any:
+    from ..engine.records import SessionWrite
+
+    return SessionWrite(s, True, None, frozenset())
+
+
+def _where(app: App, s: Session) -> tuple[str, dict[str, Any] | None]:
+    if s.holding is None:
+        return "idle", None
+    loaded = app.load(s.configs)
+    from ..api.stores import Stores
+    from ..engine.idle import kind_of
+
+    inst = Stores(loaded, app.user).instance(*s.holding)
+    if inst is None:
+        return "idle", None
+    kind = kind_of(loaded, inst.machine)
+    info = {"machine": inst.machine, "id": inst.id, "label": inst.label, "state": inst.state}
+    return f"{inst.machine} › {inst.state} · {kind} {inst.label}", info
+
+
+def _slot(app: App, s: Session) -> dict[str, Any] | None:
+    if s.interrupted is None:
+        return None
+    from ..api.stores import Stores
+
+    inst = Stores(app.load(s.configs), app.user).instance(*s.interrupted)
+    if inst is None:
+        return {"machine": s.interrupted.machine, "id": s.interrupted.id, "label": None,
+                "state": None}
+    return {"machine": inst.machine, "id": inst.id, "label": inst.label, "state": inst.state}
+
+
+def _session_json(app: App, s: Session) -> dict[str, Any]:
+    d = s.to_json()
+    d["holding"] = _where(app, s)[1]
+    d["interrupted"] = _slot(app, s)
+    return d
+
+
+def _minute(at: str) -> str:
+    from ..engine.fire import minute
+
+    return minute(at)
+
+
+def _table(rows: list[list[str]]) -> None:
+    if not rows:
+        return
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        _out("".join(c.ljust(w + 2) for c, w in zip(r, widths, strict=False)) + r[-1])
+
+
+def _session_list(args: argparse.Namespace) -> int:
+    app = App()
+    sessions = app.user.sessions()
+    if args.json:
+        emit_json({"sessions": [_session_json(app, s) for s in sessions]})
+        return 0
+    _table([[s.key, _where(app, s)[0], s.harness, _minute(s.last_active), s.cwd]
+            for s in sessions])
+    return 0
+
+
+# -- instances ---------------------------------------------------------------------------------
+
+
+def _loaded_here(args: argparse.Namespace) -> tuple[App, Any]:
+    app = _app(args)
+    configs = app.configs_here()
+    if not configs:
+        raise Exit(2, _NO_CONFIG)
+    return app, app.load(configs)
+
+
+def instance(args: argparse.Namespace) -> int:
+    from ..api.stores import Stores
+
+    app, loaded = _loaded_here(args)
+    stores = Stores(loaded, app.user)
+    machines = [m for m in loaded.machines if args.machine in (None, m)]
+    if args.action == "list":
+        found: list[Instance] = []
+        for m in machines:
+            store = stores.store_of(m)
+            if store is not None:
+                found += store.instances([m], args.status or None)
+        if args.json:
+            emit_json({"instances": [i.to_json() for i in found]})
+        else:
+            _table([[i.machine, i.label, i.state, i.status, i.holder or "-", _minute(i.updated)]
+                    for i in found])
+        return 0
+    hits = [i for i in (stores.find(m, args.ref) for m in machines) if i is not None]
+    if not hits:
+        sys.stderr.write(f"error: no instance {args.ref}\n")
+        return 1
+    if len(hits) > 1:
+        names = ", ".join(i.machine for i in hits)
+        sys.stderr.write(f"error: {args.ref} names instances of several machines ({names}); "
+                         "pass --machine\n")
+        return 1
+    inst = hits[0]
+    store = stores.store_of(inst.machine)
+    assert store is not None
+    history = store.history(inst.machine, inst.id)
+    if args.json:
+        emit_json({"instance": inst.to_json(), "history": [h.to_json() for h in history]})
+        return 0
+    from ..engine.idle import kind_of
+
+    _out(f"{inst.machine} {kind_of(loaded, inst.machine)} {inst.label} ({inst.id})")
+    _out(f"state: {inst.state}  status: {inst.status}  holder: {inst.holder or '-'}  "
+         f"version: {inst.version}")
+    _out("visits: " + ", ".join(f"{k} {v}" for k, v in inst.visits.items()))
+    _out(f"created: {_minute(inst.created)}  updated: {_minute(inst.updated)}")
+    _out("history:")
+    for h in history:
+        _out(f"  {h.at[:10]} {h.at[11:19]} UTC  {h.event} ({h.source}, {h.session})  "
+             f"{h.from_state or '-'} → {h.to_state}  {h.status} v{h.version}")
+        from ..text.block import escape
+
+        if h.arrival:
+            _out(f"    Arrived by: {h.arrival}")
+        if h.params:
+            import json
+
+            _out("    Params: " + escape(json.dumps(h.params, ensure_ascii=False)))
+        for line in h.trace:
+            _out(f"    {escape(line)}")
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(keep=args.keep)

@@ -1,0 +1,230 @@
+"""Legality: what is offered where, and the checks of an event's params (engine.md §4.1, §5.0;
+machine-format.md §2.4).
+
+Rule 1: every check that can refuse an event lives here or in `fire.py` before the first action.
+Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal is a string).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..machine.model import EventDef, Machine, ParamSpec, State
+from .records import Instance
+from .reply import EventItem, EventsList, ParamLine
+
+__all__ = [
+    "BUILTIN_DESCRIPTIONS",
+    "NOTE_PARAM",
+    "check_params",
+    "duplicate",
+    "machine_offers",
+    "parse_json_text",
+    "quoted",
+    "state_events",
+]
+
+#: agent-text.md §4: the built-ins' default descriptions (KIND LABEL / STATE filled in).
+BUILTIN_DESCRIPTIONS = {
+    "enter": "Start a new instance of a state machine, or continue one.",
+    "resume": "Go back to {what} at {state}, which unmatched put aside.",
+    "listPaused": "List all {count} paused instances.",
+    "yield": "Stop for now and stay in {state}.",
+    "pause": "Put {what} aside and return to idle.",
+    "unmatched": "The request fits none of these; handle it from idle, then resume.",
+    "unmatched-fallback": "The request fits none of these; handle it in {fallback}, then resume.",
+}
+
+NOTE_PARAM = ParamSpec("note", False, True, None, None, "What you are waiting for.",
+                       {"type": "string"}, None, True)
+
+
+def quoted(value: str) -> str:
+    """A value inside `"…"`: `"` and `\\` escaped (agent-text.md §1)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def duplicate(params: tuple[tuple[str, Any], ...]) -> str | None:
+    seen: set[str] = set()
+    for name, _ in params:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
+def machine_offers(machine: Machine, state: State, instance: Instance,
+                   source: str) -> list[str]:
+    """engine.md §5.0: the events offered in a (non-final) machine state, in offer order."""
+    out = [e for e in state.on if source == "host" or machine.source(e) != "host"]
+    if state.fallback and instance.resume_state is not None:
+        out.append("resume")
+    out += ["yield", "pause", "unmatched"]
+    return out
+
+
+def _builtin_description(machine: Machine | None, name: str, default: str) -> str:
+    if machine is not None:
+        ev = machine.events.get(name)
+        if ev is not None and ev.description is not None:
+            return ev.description
+    return default
+
+
+def param_line(spec: ParamSpec) -> ParamLine:
+    return ParamLine(
+        name=spec.name,
+        required=spec.required,
+        enum=spec.enum if spec.is_string else None,
+        pattern=spec.pattern if spec.is_string else None,
+        json=not spec.is_string,
+        schema=spec.schema_shown,
+        description=spec.description,
+    )
+
+
+def _event_description(machine: Machine, state: State, event: str) -> str | None:
+    for t in state.on.get(event, ()):
+        if t.description is not None:
+            return t.description
+    ev = machine.events.get(event)
+    return ev.description if ev is not None else None
+
+
+def state_events(machine: Machine, state: State, instance: Instance, session: str | None,
+                 only: tuple[str, ...] | None = None) -> EventsList:
+    """The events list of a machine state (agent-text.md §4); `only` limits it (§7.2, §7.3)."""
+    what = f"{machine.kind} {instance.label}"
+    items: list[EventItem] = []
+    names = list(only) if only is not None else machine_offers(machine, state, instance, "agent")
+    for name in names:
+        if name == "resume":
+            text = BUILTIN_DESCRIPTIONS["resume"].format(what=what, state=instance.resume_state)
+            items.append(EventItem(name, _builtin_description(machine, name, text)))
+        elif name == "yield":
+            note = NOTE_PARAM
+            reword = state_param_description(state, "yield", "note")
+            if reword is not None:
+                note = note._replace(description=reword)
+            text = BUILTIN_DESCRIPTIONS["yield"].format(state=state.name)
+            items.append(EventItem(name, _builtin_description(machine, name, text),
+                                   (param_line(note),)))
+        elif name == "pause":
+            text = BUILTIN_DESCRIPTIONS["pause"].format(what=what)
+            items.append(EventItem(name, _builtin_description(machine, name, text)))
+        elif name == "unmatched":
+            if machine.fallback is not None and machine.fallback != state.name:
+                text = BUILTIN_DESCRIPTIONS["unmatched-fallback"].format(fallback=machine.fallback)
+            else:
+                text = BUILTIN_DESCRIPTIONS["unmatched"]
+            items.append(EventItem(name, _builtin_description(machine, name, text)))
+        else:
+            specs = state.params.get(name, ())
+            items.append(EventItem(name, _event_description(machine, state, name),
+                                   tuple(param_line(p) for p in specs)))
+    return EventsList(session, tuple(items))
+
+
+def state_param_description(state: State, event: str, param: str) -> str | None:
+    # paramDescriptions were folded into state.params at load (yield's note included)
+    for spec in state.params.get(event, ()):
+        if spec.name == param:
+            return spec.description
+    return None
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(f"repeated object key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_json_text(text: str) -> tuple[bool, Any]:
+    """Exactly one JSON value: NaN, Infinity and repeated object keys are rejected."""
+    try:
+        return True, json.loads(text, object_pairs_hook=_no_duplicates,
+                                parse_constant=_no_constant)
+    except ValueError as exc:
+        return False, str(exc)
+
+
+def check_params(event: str, specs: tuple[ParamSpec, ...], defs: dict[str, Any] | None,
+                 given: tuple[tuple[str, Any], ...]) -> tuple[str | None, dict[str, Any]]:
+    """Check `given` against `specs` in the order of machine-format.md §2.4.
+
+    Returns (refusal message or None, the checked params in declaration order).
+    """
+    name = duplicate(given)
+    if name is not None:
+        return f"{event} got param {name} more than once", {}
+    by_name = {s.name: s for s in specs}
+    # a null for a string param counts as absent; for a JSON param it is the value null
+    values = {n: v for n, v in given if not (v is None and n in by_name and by_name[n].is_string)}
+    if values and not specs:
+        return f"{event} takes no params, but got {next(iter(values))}", {}
+    for n in values:
+        if n not in by_name:
+            return f"{event} has no param {n} (params: {', '.join(by_name)})", {}
+    for spec in specs:
+        if spec.required and spec.name not in values:
+            return f"{event} needs param {spec.name}", {}
+    checked: dict[str, Any] = {}
+    for spec in specs:
+        if spec.name not in values:
+            continue
+        value = values[spec.name]
+        where = f"{event} param {spec.name}"
+        if spec.is_string:
+            if not isinstance(value, str):
+                return f"{where} must be a string", {}
+            if spec.enum is not None and value not in spec.enum:
+                return f"{where} must be one of: {', '.join(spec.enum)} (got {quoted(value)})", {}
+            if spec.pattern is not None:
+                from ..machine.regex import pattern_matches
+
+                if not pattern_matches(spec.pattern, value):
+                    return f"{where} must match {spec.pattern} (got {quoted(value)})", {}
+            if not spec.plain:
+                problem = _schema_problem(where, spec, defs, value)
+                if problem:
+                    return problem, {}
+        else:
+            if isinstance(value, str):
+                ok, parsed = parse_json_text(value)
+                if not ok:
+                    return f"{where} must be a JSON value: {parsed}", {}
+                value = parsed
+            problem = _schema_problem(where, spec, defs, value)
+            if problem:
+                return problem, {}
+        checked[spec.name] = value
+    return None, checked
+
+
+def _schema_problem(where: str, spec: ParamSpec, defs: dict[str, Any] | None,
+                    value: Any) -> str | None:
+    from ..machine.params import json_param_errors
+
+    sentences, more = json_param_errors(spec, defs, value)
+    if not sentences:
+        return None
+    text = f"{where} doesn't match its schema. " + ". ".join(sentences)
+    if more:
+        text += f". And {more} more"
+    return text
+
+
+def event_def(machine: Machine, event: str) -> EventDef | None:
+    return machine.events.get(event)

@@ -1,0 +1,143 @@
+"""Read-only views, the stop decision and the user-prompt bookkeeping (engine.md §4.4, §9)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import NamedTuple
+
+from ..machine.config import Loaded
+from ..machine.model import State
+from .fire import idle_prompt, iso, left_message
+from .host import Host, Reader
+from .idle import idle_view
+from .records import AuditRecord, Instance, Session, SessionWrite
+from .reply import EventItem, EventsList, Header, Reply
+from .rules import state_events
+from .steps import entry_prompts
+
+__all__ = ["Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
+
+
+def _idle_reply(loaded: Loaded, reader: Reader, host: Host, session: Session | None,
+                note: str | None = None) -> Reply:
+    v = idle_view(loaded, reader, session)
+    text, failure = idle_prompt(loaded, host)
+    return Reply(Header(session.key if session else None), notes=(note,) if note else (),
+                 trace=(failure,) if failure else (), instructions=(text,) if text else (),
+                 idle=v.idle, events=v.events)
+
+
+def _held(loaded: Loaded, reader: Reader, session: Session) -> tuple[str | None,
+                                                                    Instance | None]:
+    assert session.holding is not None
+    inst = reader.instance(*session.holding)
+    return left_message(loaded, session, inst, session.holding), inst
+
+
+def _header(session: Session, inst: Instance, kind: str) -> Header:
+    return Header(session.key, inst.machine, inst.state, inst.visits.get(inst.state, 1), kind,
+                  inst.label)
+
+
+def _gone_note(inst: Instance, states: list[str]) -> str:
+    return (f"Saved state {inst.state} no longer exists in {inst.machine}. Fire pause, then "
+            f"enter with a state: {', '.join(states)}")
+
+
+def _unconfigured_reply(session: Session, inst: Instance) -> Reply:
+    events = EventsList(session.key, (EventItem("pause", f"Put instance {inst.label} aside and "
+                                                "return to idle."),))
+    return Reply(_header(session, inst, "instance"),
+                 error=f"state machine {inst.machine} is not configured (its file might have "
+                 "errors); fix the config, then resume", events=events)
+
+
+def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
+    """engine.md §4.4: where the session is, with its instructions and events. Writes nothing."""
+    if session.holding is None:
+        return _idle_reply(loaded, reader, host, session)
+    left, inst = _held(loaded, reader, session)
+    if left is not None:
+        return _idle_reply(loaded, reader, host, session._replace(holding=None), left)
+    assert inst is not None
+    machine = loaded.machines.get(inst.machine)
+    if machine is None:
+        return _unconfigured_reply(session, inst)
+    state = machine.states.get(inst.state)
+    if state is None:
+        fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
+        return Reply(_header(session, inst, machine.kind),
+                     notes=(_gone_note(inst, list(machine.states)),),
+                     events=state_events(machine, fake, inst, session.key,
+                                         only=("pause", "unmatched")))
+    prompts, failures = entry_prompts(machine, state, host)
+    return Reply(_header(session, inst, machine.kind), trace=tuple(failures),
+                 instructions=tuple(prompts), events=state_events(machine, state, inst,
+                                                                  session.key))
+
+
+class Decision(Enum):
+    #: let the stop through quietly
+    ALLOW = "allow"
+    #: block the stop with the reply's text
+    BLOCK = "block"
+    #: let it through, but write the block to stderr and audit `runaway`
+    RUNAWAY = "runaway"
+
+
+class StopOutcome(NamedTuple):
+    decision: Decision
+    reply: Reply | None
+    session: SessionWrite | None = None
+    audit: tuple[AuditRecord, ...] = ()
+
+
+_ALLOW = StopOutcome(Decision.ALLOW, None)
+
+
+def stop(loaded: Loaded, session: Session, continuing: bool | None, reader: Reader,
+         host: Host) -> StopOutcome:
+    """engine.md §9, rules 2 – 7 (rule 1, no session bound, is the hook's)."""
+    if session.holding is None:
+        return _ALLOW
+    at = iso(host.now())
+    left, inst = _held(loaded, reader, session)
+    if left is not None:
+        new = session._replace(holding=None, version=session.version + 1, last_active=at)
+        sw = SessionWrite(new, False, session.holding, frozenset({"holding", "lastActive"}))
+        reply = _idle_reply(loaded, reader, host, new, left)
+        return StopOutcome(Decision.BLOCK, reply, sw,
+                           (AuditRecord(at, "moved", {"message": left}),))
+    assert inst is not None
+    machine = loaded.machines.get(inst.machine)
+    if machine is None or session.yielded:
+        return _ALLOW
+    state = machine.states.get(inst.state)
+    if state is None:
+        fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
+        events = state_events(machine, fake, inst, session.key, only=("pause", "unmatched"))
+        reply = Reply(_header(session, inst, machine.kind),
+                      notes=(_gone_note(inst, list(machine.states)),), events=events)
+    else:
+        reply = Reply(_header(session, inst, machine.kind),
+                      events=state_events(machine, state, inst, session.key))
+    detail = {"machine": inst.machine, "state": inst.state, "kind": machine.kind,
+              "label": inst.label}
+    if session.blocks >= 1 and (continuing is not False or session.blocks >= 2):
+        return StopOutcome(Decision.RUNAWAY, reply, None,
+                           (AuditRecord(at, "runaway", detail),))
+    new = session._replace(blocks=session.blocks + 1, version=session.version + 1)
+    sw = SessionWrite(new, False, session.holding, frozenset({"blocks"}))
+    return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),))
+
+
+def prompt_submitted(session: Session, host: Host) -> tuple[SessionWrite | None,
+                                                             tuple[AuditRecord, ...]]:
+    """A user prompt ends a yield and the run of blocks; writes only if that changes something."""
+    if not session.yielded and session.blocks == 0:
+        return None, ()
+    at = iso(host.now())
+    new = session._replace(yielded=False, blocks=0, version=session.version + 1)
+    sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks"}))
+    return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded,
+                                           "blocks": session.blocks}),)

@@ -1,0 +1,99 @@
+"""The compiled-machine cache: parse YAML only when a file the load read has changed.
+
+Keyed on the set of config paths; valid while every file the load read or looked for has the
+same size and mtime (and, for a file changed within 2 s of the cache's build, the same
+content: mtimes are too coarse to tell such an edit apart). The hook path loads machines
+through here and so never imports `yaml` or `jsonschema` on a warm cache.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+import zlib
+from typing import Any
+
+from .config import Loaded, load_configs
+
+__all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
+
+#: bump when the compiled records change shape, so old caches are ignored
+CACHE_FORMAT = 1
+#: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
+RACY_NS = 2_000_000_000
+
+Signature = tuple[str, int, int, int] | tuple[str, None, None, None]
+
+
+def cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "smllm")
+
+
+def _signature(path: str, built_ns: int) -> Signature:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (path, None, None, None)
+    digest = 0
+    if st.st_mtime_ns >= built_ns - RACY_NS:
+        digest = _digest(path)
+    return (path, st.st_size, st.st_mtime_ns, digest)
+
+
+def _digest(path: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            return zlib.crc32(f.read()) + 1
+    except OSError:
+        return -1
+
+
+def _fresh(signatures: list[Signature], built_ns: int) -> bool:
+    for sig in signatures:
+        path, size, mtime, digest = sig
+        try:
+            st = os.stat(path)
+        except OSError:
+            if size is not None:
+                return False
+            continue
+        if size is None or st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+        if digest and _digest(path) != digest:
+            return False
+    return True
+
+
+def _path(configs: tuple[str, ...]) -> str:
+    key = "\0".join(configs).encode("utf-8", "surrogateescape")
+    return os.path.join(cache_dir(), f"machines-{zlib.crc32(key):08x}-{len(key)}.pickle")
+
+
+def load_cached(configs: tuple[str, ...]) -> Loaded:
+    """The loaded machines of `configs`, from the cache when no file changed."""
+    path = _path(configs)
+    try:
+        with open(path, "rb") as f:
+            entry: dict[str, Any] = pickle.load(f)
+        if (entry.get("format") == CACHE_FORMAT and entry.get("configs") == configs
+                and _fresh(entry["signatures"], entry["built_ns"])):
+            loaded: Loaded = entry["loaded"]
+            return loaded
+    except Exception:  # a missing, stale or damaged cache is rebuilt
+        pass
+    built_ns = time.time_ns()
+    loaded = load_configs(configs, cwd="")  # findings name files by absolute path
+    signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
+    entry = {"format": CACHE_FORMAT, "configs": configs, "built_ns": built_ns,
+             "signatures": signatures, "loaded": loaded}
+    try:
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache that can't be written only costs speed
+    return loaded

@@ -1,0 +1,313 @@
+"""Configs: finding them (machine-format.md §1.1), reading them, and combining the user's and
+the project's machines (§1.2) into one `Loaded` set.
+
+`tomllib` (stdlib) reads configs; `tomlkit` is only for editing them (`smllm new --write`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import NamedTuple
+
+from .findings import Finding
+from .model import Machine
+
+__all__ = [
+    "ConfigFile",
+    "IdlePrompt",
+    "Loaded",
+    "StoreSpec",
+    "find_configs",
+    "load_configs",
+    "read_config",
+    "shown_path",
+    "user_config_path",
+]
+
+HARNESS_PARTS: dict[str, tuple[str, ...]] = {
+    "claude": ("instructions", "mcp", "hooks", "permissions", "statusline"),
+    "codex": ("instructions", "mcp", "hooks"),
+    "copilot": ("instructions", "mcp", "hooks"),
+    "opencode": ("instructions", "mcp", "plugin"),
+    "agents": ("instructions",),
+}
+
+
+class StoreSpec(NamedTuple):
+    """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
+
+    kind: str            # "dir" | "url" | "url-env"
+    value: str           # absolute folder, url, or variable name
+    namespace: str
+
+
+class IdlePrompt(NamedTuple):
+    text: str | None
+    file: str | None     # absolute
+    shown: str
+
+
+class ConfigFile(NamedTuple):
+    path: str
+    machine_files: tuple[tuple[str, str], ...]     # (absolute path, as written)
+    idle: IdlePrompt | None
+    store: StoreSpec
+    without: dict[str, tuple[str, ...]]
+    findings: tuple[Finding, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.level == "error" for f in self.findings)
+
+
+class Loaded(NamedTuple):
+    """The machines of one set of configs, ready for the engine."""
+
+    configs: tuple[str, ...]
+    machines: dict[str, Machine]              # config order
+    stores: dict[str, StoreSpec]              # machine id → its config's store
+    idle: IdlePrompt | None
+    findings: tuple[Finding, ...]
+    files: tuple[str, ...]                    # every file read or looked for (cache key)
+
+
+def shown_path(path: str, cwd: str | None = None) -> str:
+    """A path relative to the current folder when inside it, else absolute; `cwd=""` keeps
+    every path absolute (what the cache stores)."""
+    if cwd == "":
+        return path
+    base = cwd or os.getcwd()
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def user_config_path(env: dict[str, str] | os._Environ[str] | None = None) -> str:
+    env = env if env is not None else os.environ
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return os.path.join(base, "smllm", "config.toml")
+
+
+def find_configs(cwd: str, explicit: str | None) -> tuple[str, ...]:
+    """The configs to read, user first (absolute paths). `explicit` must exist (caller checks)."""
+    if explicit:
+        return (os.path.abspath(os.path.join(cwd, explicit)),)
+    found: list[str] = []
+    user = user_config_path()
+    if os.path.isfile(user):
+        found.append(os.path.realpath(user))
+    here = os.path.abspath(cwd)
+    while True:
+        candidate = os.path.join(here, ".smllm", "config.toml")
+        if os.path.isfile(candidate):
+            real = os.path.realpath(candidate)
+            if real in found:
+                found.remove(real)
+            found.append(real)
+            break
+        parent = os.path.dirname(here)
+        if parent == here:
+            break
+        here = parent
+    return tuple(found)
+
+
+_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)$")
+
+
+def _bad(rule: str, shown: str, message: str, path: tuple[str | int, ...] | None = None,
+         line: int | None = None, col: int | None = None) -> Finding:
+    return Finding.make(rule, shown, message, path=path, line=line, col=col)
+
+
+def read_config(path: str, cwd: str | None = None) -> ConfigFile:
+    """Read one config.toml; an unreadable or malformed one carries findings (CFG-1 … CFG-12)."""
+    import tomllib
+
+    shown = shown_path(path, cwd)
+    folder = os.path.dirname(path)
+    default_store = StoreSpec("dir", os.path.join(folder, "state"), "default")
+    findings: list[Finding] = []
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        return ConfigFile(path, (), None, default_store, {},
+                          (_bad("CFG-1", shown, f"can't read the config: {exc.strerror}"),))
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = _TOML_POS.search(msg)
+        reason = _TOML_POS.sub("", msg).strip()
+        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        return ConfigFile(path, (), None, default_store, {},
+                          (_bad("CFG-1", shown, f"not valid TOML: {reason}", line=line, col=col),))
+
+    allowed = {"machines": ("files",), "idle": ("on-enter",),
+               "state": ("dir", "url", "url-env", "namespace"), "harness": ()}
+    for table, value in data.items():
+        if table not in allowed:
+            findings.append(_bad("CFG-2", shown, f"unknown key {table} (allowed: "
+                                 + ", ".join(allowed) + ")", (table,)))
+            continue
+        if not isinstance(value, dict):
+            findings.append(_bad("CFG-2", shown, f"{table} must be a table", (table,)))
+            continue
+        if table == "harness":
+            continue
+        for key in value:
+            if key not in allowed[table]:
+                findings.append(_bad("CFG-2", shown, f"unknown key {table}.{key} (allowed: "
+                                     + ", ".join(allowed[table]) + ")", (table, key)))
+
+    files: list[tuple[str, str]] = []
+    raw_files = (data.get("machines") or {}).get("files", []) if isinstance(
+        data.get("machines"), dict) else []
+    if not isinstance(raw_files, list) or not all(isinstance(x, str) for x in raw_files):
+        findings.append(_bad("CFG-2", shown, "machines.files must be a list of paths",
+                             ("machines", "files")))
+        raw_files = []
+    seen: set[str] = set()
+    for index, entry in enumerate(raw_files):
+        full = os.path.normpath(os.path.join(folder, entry))
+        if full in seen:
+            findings.append(_bad("CFG-12", shown, f"{entry} is listed twice; it is loaded once",
+                                 ("machines", "files", index)))
+            continue
+        seen.add(full)
+        if not os.path.isfile(full):
+            findings.append(_bad("CFG-3", shown, f"no machine file {entry}",
+                                 ("machines", "files", index)))
+            continue
+        files.append((full, entry))
+
+    idle = None
+    idle_t = data.get("idle")
+    if isinstance(idle_t, dict) and "on-enter" in idle_t:
+        value = idle_t["on-enter"]
+        if (not isinstance(value, dict) or set(value) - {"text", "file"}
+                or len(value) != 1 or not isinstance(next(iter(value.values())), str)):
+            findings.append(_bad("CFG-9", shown, "on-enter needs exactly one of text or file",
+                                 ("idle", "on-enter")))
+        elif "text" in value:
+            idle = IdlePrompt(value["text"], None, "")
+        else:
+            idle = IdlePrompt(None, os.path.normpath(os.path.join(folder, value["file"])),
+                              value["file"])
+
+    store = default_store
+    state_t = data.get("state")
+    if isinstance(state_t, dict):
+        given = [k for k in ("dir", "url", "url-env") if k in state_t]
+        for key in ("dir", "url", "url-env", "namespace"):
+            if key in state_t and not isinstance(state_t[key], str):
+                findings.append(_bad("CFG-2", shown, f"state.{key} must be a string",
+                                     ("state", key)))
+                given = []
+        namespace = state_t.get("namespace", "default")
+        if len(given) > 1:
+            findings.append(_bad("CFG-10", shown, "give only one of state.dir, state.url and "
+                                 "state.url-env", ("state",)))
+        elif "namespace" in state_t and not (set(given) & {"url", "url-env"}):
+            findings.append(_bad("CFG-10", shown, "state.namespace goes with url or url-env",
+                                 ("state", "namespace")))
+        elif given == ["dir"]:
+            store = StoreSpec("dir", os.path.normpath(os.path.join(folder, state_t["dir"])),
+                              "default")
+        elif given == ["url"]:
+            if not str(state_t["url"]).startswith(("postgresql://", "postgres://")):
+                findings.append(_bad("CFG-10", shown, "state.url must be a postgresql:// URL",
+                                     ("state", "url")))
+            store = StoreSpec("url", state_t["url"], str(namespace))
+        elif given == ["url-env"]:
+            if not os.environ.get(state_t["url-env"]):
+                findings.append(_bad("CFG-10", shown, f"state.url-env names {state_t['url-env']}, "
+                                     "which is unset or empty", ("state", "url-env")))
+            store = StoreSpec("url-env", state_t["url-env"], str(namespace))
+
+    without: dict[str, tuple[str, ...]] = {}
+    harness_t = data.get("harness")
+    if isinstance(harness_t, dict):
+        for name, table in harness_t.items():
+            if name not in HARNESS_PARTS:
+                findings.append(_bad("CFG-11", shown, f"no harness {name} (claude, codex, "
+                                     "copilot, opencode, agents)", ("harness", name)))
+                continue
+            parts = table.get("without", []) if isinstance(table, dict) else None
+            if not isinstance(parts, list):
+                findings.append(_bad("CFG-2", shown, f"harness.{name}.without must be a list",
+                                     ("harness", name, "without")))
+                continue
+            for part in parts:
+                if part not in HARNESS_PARTS[name]:
+                    findings.append(_bad("CFG-11", shown, f"{name} has no part {part} (parts: "
+                                         + ", ".join(HARNESS_PARTS[name]) + ")",
+                                         ("harness", name, "without")))
+            without[name] = tuple(str(p) for p in parts)
+    return ConfigFile(path, tuple(files), idle, store, without, tuple(findings))
+
+
+def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
+    """Read and combine `configs` (user first, project last) and load their machines."""
+    from .load import load_machine_file
+
+    machines: dict[str, Machine] = {}
+    stores: dict[str, StoreSpec] = {}
+    owner: dict[str, str] = {}        # machine id → the file that defined it
+    findings: list[Finding] = []
+    looked: list[str] = []
+    idle: IdlePrompt | None = None
+    read = [read_config(p, cwd) for p in configs if os.path.isfile(p)]
+    looked.extend(configs)
+    project = read[-1] if len(read) > 1 else None
+    for cfg in read:
+        findings.extend(cfg.findings)
+        is_project = cfg is project
+        if not cfg.ok:
+            if is_project:
+                findings.append(_bad("CFG-7", shown_path(cfg.path, cwd), "the project config has "
+                                     "errors, so no machine is loaded, the user's included"))
+                machines.clear()
+                stores.clear()
+            continue
+        if cfg.idle is not None:
+            idle = cfg.idle
+        this_config: dict[str, str] = {}
+        for full, _entry in cfg.machine_files:
+            looked.append(full)
+            shown = shown_path(full, cwd)
+            result = load_machine_file(full, shown)
+            findings.extend(result.findings)
+            if result.machine is None:
+                if is_project and result.top_id and result.top_id in machines:
+                    findings.append(_bad("CFG-8", shown, f"the user's machine {result.top_id} is "
+                                         f"not loaded either, because {shown} has errors",
+                                         hint=f"fix {shown}; smllm never falls back to the "
+                                         "user's copy"))
+                    del machines[result.top_id]
+                continue
+            mid = result.machine.id
+            if mid in this_config:
+                findings.append(_bad("CFG-4", shown, f"machine {mid} is also defined in "
+                                     f"{shown_path(this_config[mid], cwd)}", ("id",)))
+                continue
+            this_config[mid] = full
+            if mid in machines:
+                if is_project:
+                    findings.append(_bad("CFG-6", shown, f"replaces the user's machine {mid} "
+                                         f"({shown_path(owner[mid], cwd)})", ("id",)))
+                del machines[mid]
+            machines[mid] = result.machine
+            stores[mid] = cfg.store
+            owner[mid] = full
+    lowered: dict[str, str] = {}
+    for mid in list(machines):
+        low = mid.lower()
+        if low in lowered:
+            findings.append(_bad("CFG-5", shown_path(owner[mid], cwd),
+                                 f"machine ids {lowered[low]} and {mid} differ only in case",
+                                 ("id",)))
+        lowered[low] = mid
+    return Loaded(tuple(configs), machines, stores, idle, tuple(findings), tuple(looked))

@@ -1,0 +1,225 @@
+"""Param schemas: reading `meta.events.E.params` (EVT-1 … EVT-4) into `ParamSpec`s.
+
+jsonschema is imported only here and only when a machine file is parsed or a JSON param is
+checked: the hook path never loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .model import ParamSpec
+
+__all__ = ["env_name", "json_param_errors", "read_params", "ref_param_spec"]
+
+#: machine-format.md §2.4: a schema using only these keys (with no type, or type string) is a
+#: string param shown as "one of"/"pattern" and checked by smllm itself.
+_PLAIN_STRING_KEYS = frozenset({"description", "enum", "pattern"})
+_PARAMS_KEYS = ("type", "properties", "required", "$defs")
+
+# Keywords of the draft 2020-12 vocabularies (core, applicator, unevaluated, validation,
+# meta-data, format-annotation, content): anything else is a typo such as `enums` (EVT-1).
+_KEYWORDS = frozenset(
+    "$schema $id $ref $anchor $dynamicRef $dynamicAnchor $vocabulary $comment $defs "
+    "allOf anyOf oneOf not if then else dependentSchemas prefixItems items contains "
+    "properties patternProperties additionalProperties propertyNames "
+    "unevaluatedItems unevaluatedProperties type const enum multipleOf maximum "
+    "exclusiveMaximum minimum exclusiveMinimum maxLength minLength pattern maxItems "
+    "minItems uniqueItems maxContains minContains maxProperties minProperties required "
+    "dependentRequired title description default deprecated readOnly writeOnly examples "
+    "format contentEncoding contentMediaType contentSchema".split()
+)
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SCHEMA_ONE = frozenset({"not", "if", "then", "else", "items", "contains", "additionalProperties",
+                         "propertyNames", "unevaluatedItems", "unevaluatedProperties",
+                         "contentSchema"})
+
+Problem = tuple[tuple[str | int, ...], str, str]   # (path inside params, rule, message)
+
+
+def env_name(param: str) -> str:
+    """machine-format.md §4: `issueId` → `ISSUE_ID`, `prURL` → `PR_URL`."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", param)
+    return re.sub(r"[^A-Z0-9_]", "_", spaced.upper())
+
+
+def _walk_keywords(schema: Any, path: tuple[str | int, ...], out: list[Problem]) -> None:
+    if isinstance(schema, bool) or not isinstance(schema, dict):
+        return
+    for key, value in schema.items():
+        sub = (*path, key)
+        if key not in _KEYWORDS:
+            out.append((sub, "EVT-1", f"{key} is not a JSON Schema 2020-12 keyword"))
+        elif key == "$ref":
+            if not isinstance(value, str) or not value.startswith("#/$defs/"):
+                out.append((sub, "EVT-1", f"$ref {value} must point inside params (#/$defs/…)"))
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, item in value.items():
+                _walk_keywords(item, (*sub, name), out)
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for index, item in enumerate(value):
+                _walk_keywords(item, (*sub, index), out)
+        elif key in _SCHEMA_ONE:
+            _walk_keywords(value, sub, out)
+        elif key in ("pattern",) and isinstance(value, str):
+            _check_pattern(value, sub, out)
+    for key in ("patternProperties",):
+        if isinstance(schema.get(key), dict):
+            for pat in schema[key]:
+                _check_pattern(pat, (*path, key, pat), out)
+
+
+def _check_pattern(pattern: str, path: tuple[str | int, ...], out: list[Problem]) -> None:
+    from .regex import PatternError, compile_pattern
+
+    try:
+        compile_pattern(pattern)
+    except PatternError as exc:
+        out.append((path, "EVT-2", f"bad pattern {pattern}: {exc.reason}"))
+
+
+def _is_plain_string(schema: dict[str, Any]) -> tuple[bool, bool]:
+    """(is a string param, uses only description/enum/pattern)."""
+    type_ = schema.get("type")
+    keys = set(schema) - {"type"}
+    enum = schema.get("enum")
+    plain = keys <= _PLAIN_STRING_KEYS and (
+        enum is None or (isinstance(enum, list) and all(isinstance(v, str) for v in enum))
+    )
+    if type_ == "string":
+        return True, plain
+    if type_ is None and plain:
+        return True, True
+    return False, False
+
+
+def _spec(name: str, schema: dict[str, Any], required: bool) -> ParamSpec:
+    is_string, plain = _is_plain_string(schema)
+    enum = schema.get("enum")
+    rest = {k: v for k, v in schema.items() if k not in ("description",)}
+    shown = None
+    if not is_string and set(rest) - {"type"}:
+        shown = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    desc = schema.get("description")
+    return ParamSpec(
+        name=name,
+        required=required,
+        is_string=is_string,
+        enum=tuple(enum) if is_string and isinstance(enum, list) else None,
+        pattern=schema.get("pattern") if isinstance(schema.get("pattern"), str) else None,
+        description=desc if isinstance(desc, str) else None,
+        schema=schema,
+        schema_shown=shown,
+        plain=plain,
+    )
+
+
+def ref_param_spec(name: str, pattern: str | None, description: str | None,
+                   required: bool) -> ParamSpec:
+    schema: dict[str, Any] = {"type": "string"}
+    if pattern is not None:
+        schema["pattern"] = pattern
+    return ParamSpec(name, required, True, None, pattern, description, schema, None, True)
+
+
+def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | None,
+                                      list[Problem]]:
+    """Read one `params` object: its specs in declaration order, its $defs, its problems."""
+    problems: list[Problem] = []
+    if not isinstance(params, dict):
+        return (), None, [((), "EVT-1", "params must be a mapping (a JSON Schema object)")]
+    for key in params:
+        if key not in _PARAMS_KEYS:
+            problems.append(((key,), "EVT-1", f"params can't have {key} (allowed: type, "
+                             "properties, required, $defs); the params object is always closed"))
+    if params.get("type", "object") != "object":
+        problems.append((("type",), "EVT-1", "params type must be object"))
+    props = params.get("properties") or {}
+    required = params.get("required") or []
+    defs = params.get("$defs")
+    if not isinstance(props, dict):
+        return (), None, [*problems, (("properties",), "EVT-1", "properties must be a mapping")]
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        problems.append((("required",), "EVT-1", "required must be a list of param names"))
+        required = []
+    if defs is not None and not isinstance(defs, dict):
+        problems.append((("$defs",), "EVT-1", "$defs must be a mapping"))
+        defs = None
+    for index, name in enumerate(required):
+        if name not in props:
+            problems.append((("required", index), "EVT-3", f"required param {name} isn't declared"))
+    from .schema import NAME_PATTERNS
+
+    specs: list[ParamSpec] = []
+    for name, schema in props.items():
+        path: tuple[str | int, ...] = ("properties", name)
+        if not re.search(NAME_PATTERNS["param"], name):
+            problems.append((path, "FMT-7", f"param name {name} must match "
+                             f"{NAME_PATTERNS['param']}"))
+            continue
+        if not isinstance(schema, dict):
+            if not isinstance(schema, bool):
+                problems.append((path, "EVT-1", f"the schema of {name} must be a mapping"))
+                continue
+            schema = {} if schema else {"not": {}}
+        _walk_keywords(schema, path, problems)
+        specs.append(_spec(name, schema, name in required))
+    if defs:
+        for name, schema in defs.items():
+            _walk_keywords(schema, ("$defs", name), problems)
+    if not problems:
+        problems.extend(_metaschema_problems(params))
+    return tuple(specs), defs, problems
+
+
+def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
+    from jsonschema import Draft202012Validator
+
+    out: list[Problem] = []
+    for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
+        out.append((tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}"))
+    return out
+
+
+def _validator_for(schema: dict[str, Any]) -> Any:
+    from jsonschema import Draft202012Validator, validators
+
+    from .regex import pattern_matches
+
+    def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, str) and not pattern_matches(patrn, instance):
+            from jsonschema.exceptions import ValidationError
+
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    kind = validators.extend(Draft202012Validator, {"pattern": pattern})
+    return kind(schema)
+
+
+def json_param_errors(spec: ParamSpec, defs: dict[str, Any] | None,
+                      value: Any, limit: int = 10) -> tuple[list[str], int]:
+    """Sentences `At PATH: ERROR` for a value failing its schema, ordered by path, and how many
+    more there were beyond `limit`."""
+    schema = dict(spec.schema)
+    if defs:
+        schema["$defs"] = defs
+    first: dict[tuple[Any, ...], str] = {}
+    for error in _validator_for(schema).iter_errors(value):
+        _collect(error, first)
+    keys = sorted(first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x)
+                                             for x in p))
+    out = []
+    for path in keys[:limit]:
+        where = "the root" if not path else "/" + "/".join(
+            str(p).replace("~", "~0").replace("/", "~1") for p in path)
+        out.append(f"At {where}: {first[path]}")
+    return out, max(0, len(keys) - limit)
+
+
+def _collect(error: Any, first: dict[tuple[Any, ...], str]) -> None:
+    path = tuple(error.absolute_path)
+    first.setdefault(path, error.message)
+

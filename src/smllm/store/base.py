@@ -1,0 +1,106 @@
+"""The store interface: what a backend (SQLite now, PostgreSQL later) must offer (engine.md §10).
+
+Two roles: an `InstanceStore` per config (instances, the ref index, history) and the user's
+`SessionStore` (sessions, bindings, audit). A backend may serve both from one database.
+
+Post-state on error, for every `commit_*`: nothing of that commit is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from ..engine.records import (
+    AuditRecord,
+    HistoryRecord,
+    Instance,
+    InstanceWrite,
+    Session,
+    SessionWrite,
+)
+
+__all__ = [
+    "InstanceStore",
+    "RefTaken",
+    "SessionStore",
+    "StoreBusy",
+    "StoreConflict",
+    "StoreError",
+    "StoreTooNew",
+]
+
+
+class StoreError(Exception):
+    """The store can't be used; the CLI prints `error: MESSAGE` and exits 2."""
+
+
+class StoreBusy(StoreError):
+    def __init__(self) -> None:
+        super().__init__("the store is busy")
+
+
+class StoreTooNew(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} was written by a newer smllm")
+
+
+class StoreConflict(Exception):
+    """Another writer changed the record since it was read (a lost race)."""
+
+    def __init__(self, machine: str, id: str) -> None:
+        super().__init__(f"{machine}/{id} changed")
+        self.machine = machine
+        self.id = id
+
+
+class RefTaken(Exception):
+    """A new instance's ref (or id) is already taken in its machine."""
+
+    def __init__(self, machine: str, ref: str) -> None:
+        super().__init__(f"{machine}/{ref} taken")
+        self.machine = machine
+        self.ref = ref
+
+
+class InstanceStore(Protocol):
+    name: str
+
+    def instance(self, machine: str, id: str) -> Instance | None: ...
+
+    def find(self, machine: str, id_or_ref: str) -> Instance | None: ...
+
+    def taken(self, machine: str, value: str) -> bool: ...
+
+    def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]: ...
+
+    def instances(self, machines: Sequence[str] | None,
+                  statuses: Sequence[str] | None) -> list[Instance]:
+        """Instances, most recently updated first."""
+
+    def history(self, machine: str, id: str) -> list[HistoryRecord]: ...
+
+    def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
+        """All or nothing; StoreConflict on a stale version, RefTaken on a taken ref."""
+
+
+class SessionStore(Protocol):
+    name: str
+
+    def session(self, key: str) -> Session | None: ...
+
+    def key_taken(self, key: str) -> bool: ...
+
+    def binding(self, harness: str, host_session: str) -> Session | None: ...
+
+    def bind(self, session: Session, audit: Sequence[AuditRecord]) -> Session:
+        """Create `session` bound to its (harness, hostSession), or return the session already
+        bound there (two concurrent binds yield one session)."""
+
+    def sessions(self) -> list[Session]:
+        """Most recently active first."""
+
+    def audit(self, key: str) -> list[AuditRecord]: ...
+
+    def commit_session(self, write: SessionWrite, audit: Sequence[AuditRecord]) -> Session:
+        """Apply the write to the session as stored; StoreConflict if its holding changed."""
