@@ -23,8 +23,10 @@ from .stores import Stores, user_store
 
 __all__ = ["App", "CallError", "Result"]
 
-_PASS_KEY = ("pass the session key from the latest <smllm> header, or fire enter without one "
-             "to start a session")
+_PASS_KEY = (
+    "pass the session key from the latest <smllm> header, or fire enter without one "
+    "to start a session"
+)
 
 
 class CallError(Exception):
@@ -34,7 +36,7 @@ class CallError(Exception):
 class Result(NamedTuple):
     ok: bool
     reply: Reply
-    session: Session | None        # the session after the call (None: no session was made)
+    session: Session | None  # the session after the call (None: no session was made)
     stores: Stores
 
     def text(self) -> str:
@@ -49,19 +51,27 @@ class Result(NamedTuple):
         inst = self.stores.instance(*s.holding)
         if inst is None:
             return None
-        return {"machine": inst.machine, "state": inst.state, "instance": inst.id,
-                "ref": inst.ref}
+        return {"machine": inst.machine, "state": inst.state, "instance": inst.id, "ref": inst.ref}
 
     def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "session": self.session.key if self.session else None,
-                "location": self.location(), "text": self.text()}
+        return {
+            "ok": self.ok,
+            "session": self.session.key if self.session else None,
+            "location": self.location(),
+            "text": self.text(),
+        }
 
 
 class App:
     """One process's view of smllm: the user store, the real host, the config lookup."""
 
-    def __init__(self, cwd: str | None = None, config: str | None = None,
-                 host: Host | None = None, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        cwd: str | None = None,
+        config: str | None = None,
+        host: Host | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.config = config
         if host is None:
@@ -100,8 +110,14 @@ class App:
         stores = Stores(loaded, self.user)
         return Result(True, view(loaded, s, stores, self.host), s, stores)
 
-    def fire(self, key: str | None, event: str, params: tuple[tuple[str, Any], ...] = (),
-             source: str = "agent", harness: str = "none") -> Result:
+    def fire(
+        self,
+        key: str | None,
+        event: str,
+        params: tuple[tuple[str, Any], ...] = (),
+        source: str = "agent",
+        harness: str = "none",
+    ) -> Result:
         if key is None and event != "enter":
             raise CallError(f"{event} needs a session; {_PASS_KEY}")
         if key is None:
@@ -134,12 +150,14 @@ class App:
                 store.commit_instances(writes)
         except StoreConflict as exc:
             label = self._label(stores, exc.machine, exc.id, outcome)
-            message = (f"another session changed {kind_of(loaded, exc.machine)} {label}; you are "
-                       "in idle")
+            message = (
+                f"another session changed {kind_of(loaded, exc.machine)} {label}; you are in idle"
+            )
             return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
         except RefTaken as exc:
-            message = (f"another {kind_of(loaded, exc.machine)} of {exc.machine} already has "
-                       f"ref {exc.ref}")
+            message = (
+                f"another {kind_of(loaded, exc.machine)} of {exc.machine} already has ref {exc.ref}"
+            )
             return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
         session = call.session
         if outcome.session is not None:
@@ -191,8 +209,18 @@ class App:
         while self.user.key_taken(key):
             key = self.host.new_id("sm-")
         new = Session(key, harness, host_session, cwd, configs, None, None, False, 0, 1, at, at)
-        audit = (AuditRecord(at, "bind", {"harness": harness, "hostSession": host_session,
-                                          "cwd": cwd, "configs": list(configs)}),)
+        audit = (
+            AuditRecord(
+                at,
+                "bind",
+                {
+                    "harness": harness,
+                    "hostSession": host_session,
+                    "cwd": cwd,
+                    "configs": list(configs),
+                },
+            ),
+        )
         made = self.user.bind(new, audit)
         return self.view(made.key)
 

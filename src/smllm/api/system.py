@@ -36,8 +36,13 @@ class SystemHost:
         from .commands import run_command
 
         full = {**self.env, **env}
-        result = run_command(command.run, cwd=cwd, env=full, timeout=command.timeout,
-                             timeout_text=command.timeout_text)
+        result = run_command(
+            command.run,
+            cwd=cwd,
+            env=full,
+            timeout=command.timeout,
+            timeout_text=command.timeout_text,
+        )
         return CommandResult(result.ok, result.detail)
 
     def read_prompt(self, path: str) -> str | None:

@@ -58,8 +58,7 @@ def _call_error(exc: CallError, as_json: bool) -> int:
 def init(args: argparse.Namespace) -> int:
     from ..machine.config import user_config_path
 
-    path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm",
-                                                               "config.toml")
+    path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm", "config.toml")
     created = not os.path.exists(path)
     if created:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -122,8 +121,9 @@ def new(args: argparse.Namespace) -> int:
     else:
         from ..machine.config import find_configs, user_config_path
 
-        found = [c for c in find_configs(os.getcwd(), None)
-                 if c != os.path.realpath(user_config_path())]
+        found = [
+            c for c in find_configs(os.getcwd(), None) if c != os.path.realpath(user_config_path())
+        ]
         if not found:
             raise Exit(2, _NO_CONFIG)
         config = found[-1]
@@ -184,14 +184,21 @@ def parse_params(raw: list[str]) -> tuple[tuple[str, Any], ...]:
 def fire(args: argparse.Namespace) -> int:
     params = parse_params(args.param)
     if args.session and (getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG")):
-        sys.stderr.write("note: --config is ignored for a call that names a session; it "
-                         "reloads the configs it was created with\n")
+        sys.stderr.write(
+            "note: --config is ignored for a call that names a session; it "
+            "reloads the configs it was created with\n"
+        )
         app = App()
     else:
         app = _app(args)
     try:
-        result = app.fire(args.session, args.event, params,
-                          "host" if args.host else "agent", "host" if args.host else "none")
+        result = app.fire(
+            args.session,
+            args.event,
+            params,
+            "host" if args.host else "agent",
+            "host" if args.host else "none",
+        )
     except CallError as exc:
         return _call_error(exc, args.json)
     return _reply(result, args.json)
@@ -210,8 +217,12 @@ def session(args: argparse.Namespace) -> int:
             return 1
         records = app.user.audit(args.key)
         if args.json:
-            emit_json({"session": args.key, "audit": [
-                {"at": a.at, "kind": a.kind, **a.detail} for a in records]})
+            emit_json(
+                {
+                    "session": args.key,
+                    "audit": [{"at": a.at, "kind": a.kind, **a.detail} for a in records],
+                }
+            )
         else:
             for a in records:
                 _out(f"{a.at[:10]} {a.at[11:19]} UTC  {a.kind}  {_audit_detail(a.kind, a.detail)}")
@@ -233,8 +244,10 @@ def _audit_detail(kind: str, d: dict[str, Any]) -> str:
         return f"{d.get('harness')} {d.get('cwd')}"
     if kind == "event":
         by = " (host)" if d.get("source") == "host" else ""
-        return (f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
-                f"{d.get('from') or '-'} → {d.get('to')}")
+        return (
+            f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
+            f"{d.get('from') or '-'} → {d.get('to')}"
+        )
     if kind in ("block", "runaway"):
         return f"{d.get('machine')} {d.get('state')} {d.get('kind')} {d.get('label')}"
     if kind == "moved":
@@ -254,8 +267,15 @@ def _session_new(args: argparse.Namespace) -> int:
         key = app.host.new_id("sm-")
     s = Session(key, "none", None, app.cwd, configs, None, None, False, 0, 1, at, at)
     app.user.commit_session(
-        _create(s), (AuditRecord(at, "bind", {"harness": "none", "hostSession": None,
-                                              "cwd": app.cwd, "configs": list(configs)}),))
+        _create(s),
+        (
+            AuditRecord(
+                at,
+                "bind",
+                {"harness": "none", "hostSession": None, "cwd": app.cwd, "configs": list(configs)},
+            ),
+        ),
+    )
     result = app.view(key)
     if args.json:
         emit_json({"session": key, "text": result.text()})
@@ -292,8 +312,12 @@ def _slot(app: App, s: Session) -> dict[str, Any] | None:
 
     inst = Stores(app.load(s.configs), app.user).instance(*s.interrupted)
     if inst is None:
-        return {"machine": s.interrupted.machine, "id": s.interrupted.id, "label": None,
-                "state": None}
+        return {
+            "machine": s.interrupted.machine,
+            "id": s.interrupted.id,
+            "label": None,
+            "state": None,
+        }
     return {"machine": inst.machine, "id": inst.id, "label": inst.label, "state": inst.state}
 
 
@@ -324,8 +348,7 @@ def _session_list(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({"sessions": [_session_json(app, s) for s in sessions]})
         return 0
-    _table([[s.key, _where(app, s)[0], s.harness, _minute(s.last_active), s.cwd]
-            for s in sessions])
+    _table([[s.key, _where(app, s)[0], s.harness, _minute(s.last_active), s.cwd] for s in sessions])
     return 0
 
 
@@ -355,8 +378,12 @@ def instance(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"instances": [i.to_json() for i in found]})
         else:
-            _table([[i.machine, i.label, i.state, i.status, i.holder or "-", _minute(i.updated)]
-                    for i in found])
+            _table(
+                [
+                    [i.machine, i.label, i.state, i.status, i.holder or "-", _minute(i.updated)]
+                    for i in found
+                ]
+            )
         return 0
     hits = [i for i in (stores.find(m, args.ref) for m in machines) if i is not None]
     if not hits:
@@ -364,8 +391,9 @@ def instance(args: argparse.Namespace) -> int:
         return 1
     if len(hits) > 1:
         names = ", ".join(i.machine for i in hits)
-        sys.stderr.write(f"error: {args.ref} names instances of several machines ({names}); "
-                         "pass --machine\n")
+        sys.stderr.write(
+            f"error: {args.ref} names instances of several machines ({names}); pass --machine\n"
+        )
         return 1
     inst = hits[0]
     store = stores.store_of(inst.machine)
@@ -377,14 +405,18 @@ def instance(args: argparse.Namespace) -> int:
     from ..engine.idle import kind_of
 
     _out(f"{inst.machine} {kind_of(loaded, inst.machine)} {inst.label} ({inst.id})")
-    _out(f"state: {inst.state}  status: {inst.status}  holder: {inst.holder or '-'}  "
-         f"version: {inst.version}")
+    _out(
+        f"state: {inst.state}  status: {inst.status}  holder: {inst.holder or '-'}  "
+        f"version: {inst.version}"
+    )
     _out("visits: " + ", ".join(f"{k} {v}" for k, v in inst.visits.items()))
     _out(f"created: {_minute(inst.created)}  updated: {_minute(inst.updated)}")
     _out("history:")
     for h in history:
-        _out(f"  {h.at[:10]} {h.at[11:19]} UTC  {h.event} ({h.source}, {h.session})  "
-             f"{h.from_state or '-'} → {h.to_state}  {h.status} v{h.version}")
+        _out(
+            f"  {h.at[:10]} {h.at[11:19]} UTC  {h.event} ({h.source}, {h.session})  "
+            f"{h.from_state or '-'} → {h.to_state}  {h.status} v{h.version}"
+        )
         from ..text.block import escape
 
         if h.arrival:

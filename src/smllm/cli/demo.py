@@ -17,23 +17,57 @@ __all__ = ["copy_example", "run_demo"]
 #: continue, done. `{key}` is the session key once the session exists.
 SCRIPT: tuple[tuple[str, list[str]], ...] = (
     ("The session starts in idle; the agent reads the idle list.", ["session", "new"]),
-    ("It enters the dev machine for issue GH-12.",
-     ["fire", "--session", "{key}", "enter", "--param", "stateMachine=dev",
-      "--param", "issueId=GH-12"]),
-    ("It fires planned before writing the plan: the guard fails, PLAN is entered again.",
-     ["fire", "--session", "{key}", "planned", "--param", "size=small"]),
+    (
+        "It enters the dev machine for issue GH-12.",
+        [
+            "fire",
+            "--session",
+            "{key}",
+            "enter",
+            "--param",
+            "stateMachine=dev",
+            "--param",
+            "issueId=GH-12",
+        ],
+    ),
+    (
+        "It fires planned before writing the plan: the guard fails, PLAN is entered again.",
+        ["fire", "--session", "{key}", "planned", "--param", "size=small"],
+    ),
     ("It writes the plan.", ["!write", "PLAN.md", "Rename the option `--colour` to `--color`.\n"]),
     ("Now the guard passes.", ["fire", "--session", "{key}", "planned", "--param", "size=small"]),
-    ("It needs the user's approval, so it yields before ending its turn.",
-     ["fire", "--session", "{key}", "yield", "--param",
-      "note=Waiting for the user to approve the plan."]),
-    ("The work has to wait for a review: it pauses the issue.",
-     ["fire", "--session", "{key}", "pause"]),
-    ("Later it continues the paused issue.",
-     ["fire", "--session", "{key}", "enter", "--param", "stateMachine=dev",
-      "--param", "issueId=GH-12"]),
-    ("It makes the change and fires done: the issue completes.",
-     ["fire", "--session", "{key}", "done"]),
+    (
+        "It needs the user's approval, so it yields before ending its turn.",
+        [
+            "fire",
+            "--session",
+            "{key}",
+            "yield",
+            "--param",
+            "note=Waiting for the user to approve the plan.",
+        ],
+    ),
+    (
+        "The work has to wait for a review: it pauses the issue.",
+        ["fire", "--session", "{key}", "pause"],
+    ),
+    (
+        "Later it continues the paused issue.",
+        [
+            "fire",
+            "--session",
+            "{key}",
+            "enter",
+            "--param",
+            "stateMachine=dev",
+            "--param",
+            "issueId=GH-12",
+        ],
+    ),
+    (
+        "It makes the change and fires done: the issue completes.",
+        ["fire", "--session", "{key}", "done"],
+    ),
 )
 
 

@@ -33,8 +33,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _config_flag(p: argparse.ArgumentParser, top: bool) -> None:
-    p.add_argument("--config", metavar="FILE", default=None if top else argparse.SUPPRESS,
-                   help="read only this config file (also SMLLM_CONFIG)")
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None if top else argparse.SUPPRESS,
+        help="read only this config file (also SMLLM_CONFIG)",
+    )
 
 
 def _parser() -> _Parser:
@@ -85,8 +89,12 @@ def _parser() -> _Parser:
     isub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
     q = isub.add_parser("list", help="instances of the configured machines")
     q.add_argument("--machine")
-    q.add_argument("--status", action="append", default=[],
-                   choices=["active", "interrupted", "paused", "completed"])
+    q.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=["active", "interrupted", "paused", "completed"],
+    )
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
     q = isub.add_parser("show", help="an instance and its history")

@@ -32,19 +32,25 @@ def enter(f: _Fire) -> Outcome:
         return f.refuse_idle("enter param stateMachine must be a string")
     machine = f.loaded.machines.get(machine_id)
     if machine is None:
-        return f.refuse_idle("enter param stateMachine must be one of: "
-                             f"{', '.join(f.loaded.machines)} (got {quoted(machine_id)})")
+        return f.refuse_idle(
+            "enter param stateMachine must be one of: "
+            f"{', '.join(f.loaded.machines)} (got {quoted(machine_id)})"
+        )
     ref_param = machine.ref.param
     for n, _v in given:
         if n not in ("stateMachine", ref_param, "state"):
-            return f.refuse_idle(f"enter has no param {n} for {machine.id} (params: "
-                                 f"stateMachine, {ref_param}, state)")
+            return f.refuse_idle(
+                f"enter has no param {n} for {machine.id} (params: "
+                f"stateMachine, {ref_param}, state)"
+            )
     for n in (ref_param, "state"):
         if n in values and not isinstance(values[n], str):
             return f.refuse_idle(f"enter param {n} must be a string")
     if f.call.source == "agent" and machine.host_only():
-        return f.refuse_idle(f"state machine {machine.id} needs a host to drive it: only the "
-                             f"host fires its events {', '.join(machine.host_events())}")
+        return f.refuse_idle(
+            f"state machine {machine.id} needs a host to drive it: only the "
+            f"host fires its events {', '.join(machine.host_events())}"
+        )
     value: str | None = values.get(ref_param)
     state: str | None = values.get("state")
     params = {"stateMachine": machine_id}
@@ -54,15 +60,18 @@ def enter(f: _Fire) -> Outcome:
         params["state"] = state
     found = f.reader.find(machine.id, value) if value is not None else None
     eps = machine.entry_points()
-    not_ep = f"{state} is not an entry point of {machine.id} (entry points: " \
-             f"{', '.join(eps) or 'none'})"
+    not_ep = (
+        f"{state} is not an entry point of {machine.id} (entry points: {', '.join(eps) or 'none'})"
+    )
     if found is None:
         if value is not None and machine.ref.pattern is not None:
             from ..machine.regex import pattern_matches
 
             if not pattern_matches(machine.ref.pattern, value):
-                return f.refuse_idle(f"enter param {ref_param} must match {machine.ref.pattern} "
-                                     f"(got {quoted(value)})")
+                return f.refuse_idle(
+                    f"enter param {ref_param} must match {machine.ref.pattern} "
+                    f"(got {quoted(value)})"
+                )
         if state is not None and state != machine.initial and state not in eps:
             return f.refuse_idle(not_ep)
         return _start(f, machine, value, state or machine.initial, params)
@@ -72,10 +81,12 @@ def enter(f: _Fire) -> Outcome:
     if found.status == COMPLETED:
         if state is None:
             if not eps:
-                return f.refuse_idle(f"{kind} {label} is completed, and no state is an entry "
-                                     "point to reopen it at")
-            return f.refuse_idle(f"{kind} {label} is completed. To reopen it, fire enter with "
-                                 f"state: {_one_of(eps)}")
+                return f.refuse_idle(
+                    f"{kind} {label} is completed, and no state is an entry point to reopen it at"
+                )
+            return f.refuse_idle(
+                f"{kind} {label} is completed. To reopen it, fire enter with state: {_one_of(eps)}"
+            )
         if state not in eps:
             return f.refuse_idle(not_ep)
         arrival = f"enter (reopened from {found.state})"
@@ -83,8 +94,10 @@ def enter(f: _Fire) -> Outcome:
         target = state
     elif found.state not in machine.states:
         if state is None:
-            return f.refuse_idle(f"saved state {found.state} of {kind} {label} no longer exists. "
-                                 f"Fire enter with state: {_one_of(list(machine.states))}")
+            return f.refuse_idle(
+                f"saved state {found.state} of {kind} {label} no longer exists. "
+                f"Fire enter with state: {_one_of(list(machine.states))}"
+            )
         if state not in machine.states:
             return f.refuse_idle(f"{machine.id} has no state {state}")
         arrival = f"enter (saved state {found.state} no longer exists)"
@@ -108,8 +121,9 @@ def enter(f: _Fire) -> Outcome:
     return f.arrive(machine, keep, run, arrival, params, tuple(notes))
 
 
-def _start(f: _Fire, machine: Machine, ref: str | None, state: str,
-           params: dict[str, Any]) -> Outcome:
+def _start(
+    f: _Fire, machine: Machine, ref: str | None, state: str, params: dict[str, Any]
+) -> Outcome:
     new_id = f.host.new_id("i-")
     while f.reader.taken(machine.id, new_id):
         new_id = f.host.new_id("i-")
@@ -117,7 +131,7 @@ def _start(f: _Fire, machine: Machine, ref: str | None, state: str,
     run = f.new_run(machine, fresh, params)
     run.enter(machine.states[state], ("", state))
     run.settle()
-    return f.arrive(machine, fresh, run, f"enter (new {machine.kind})", params, (), new=True)
+    return f.arrive(machine, fresh, run, f"enter (new {machine.kind})", params, (), created=True)
 
 
 def resume_idle(f: _Fire) -> Outcome:
@@ -140,12 +154,16 @@ def resume_idle(f: _Fire) -> Outcome:
         return clear("the interrupted instance is no longer interrupted")
     machine = f.loaded.machines.get(inst.machine)
     if machine is None:
-        return f.refuse_idle(f"state machine {inst.machine} is not configured (its file might "
-                             "have errors); fix the config, then resume")
+        return f.refuse_idle(
+            f"state machine {inst.machine} is not configured (its file might "
+            "have errors); fix the config, then resume"
+        )
     if inst.state not in machine.states:
-        return f.refuse_idle(f"saved state {inst.state} no longer exists. Fire enter with "
-                             f"stateMachine {machine.id}, {machine.ref.param} {inst.label}, "
-                             f"state: {_one_of(list(machine.states))}")
+        return f.refuse_idle(
+            f"saved state {inst.state} no longer exists. Fire enter with "
+            f"stateMachine {machine.id}, {machine.ref.param} {inst.label}, "
+            f"state: {_one_of(list(machine.states))}"
+        )
     run = f.new_run(machine, inst, {})
     run.enter(machine.states[inst.state], ("", inst.state))
     run.settle()

@@ -42,9 +42,9 @@ class Call(NamedTuple):
 
     event: str
     params: tuple[tuple[str, Any], ...] = ()
-    source: str = "agent"                   # "agent" | "host"
-    session: Session | None = None          # None: a keyless enter
-    harness: str = "none"                   # of the session a keyless enter creates
+    source: str = "agent"  # "agent" | "host"
+    session: Session | None = None  # None: a keyless enter
+    harness: str = "none"  # of the session a keyless enter creates
     cwd: str = ""
     configs: tuple[str, ...] = ()
     host_session: str | None = None
@@ -90,8 +90,9 @@ def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
     return normalise_prompt(text) or None, None
 
 
-def left_message(loaded: Loaded, session: Session, inst: Instance | None,
-                 place: Place) -> str | None:
+def left_message(
+    loaded: Loaded, session: Session, inst: Instance | None, place: Place
+) -> str | None:
     """engine.md §7.1: why the held instance has left the session, or None."""
     if inst is None:
         return f"instance {place.id} no longer exists; you are in idle"
@@ -136,20 +137,41 @@ class _Fire:
 
     def refuse_idle(self, message: str, session_write: SessionWrite | None = None) -> Outcome:
         view = idle_view(self.loaded, self.reader, self.session)
-        return Outcome(False, Reply(self.idle_header(), error=message, events=view.events),
-                       session=session_write)
+        return Outcome(
+            False,
+            Reply(self.idle_header(), error=message, events=view.events),
+            session=session_write,
+        )
 
-    def machine_header(self, machine: Machine | None, inst: Instance, state: str | None = None,
-                       visits: dict[str, int] | None = None, label: str | None = None) -> Header:
+    def machine_header(
+        self,
+        machine: Machine | None,
+        inst: Instance,
+        state: str | None = None,
+        visits: dict[str, int] | None = None,
+        label: str | None = None,
+    ) -> Header:
         name = state or inst.state
-        return Header(self.key, inst.machine, name, (visits or inst.visits).get(name, 1),
-                      machine.kind if machine else "instance",
-                      label if label is not None else inst.label)
+        return Header(
+            self.key,
+            inst.machine,
+            name,
+            (visits or inst.visits).get(name, 1),
+            machine.kind if machine else "instance",
+            label if label is not None else inst.label,
+        )
 
-    def refuse_machine(self, machine: Machine, state: State, inst: Instance,
-                       message: str) -> Outcome:
-        return Outcome(False, Reply(self.machine_header(machine, inst), error=message,
-                                    events=state_events(machine, state, inst, self.key)))
+    def refuse_machine(
+        self, machine: Machine, state: State, inst: Instance, message: str
+    ) -> Outcome:
+        return Outcome(
+            False,
+            Reply(
+                self.machine_header(machine, inst),
+                error=message,
+                events=state_events(machine, state, inst, self.key),
+            ),
+        )
 
     # -- session writes ------------------------------------------------------------------------
 
@@ -157,8 +179,9 @@ class _Fire:
         yielded = self.event == "yield"
         s = self.session
         if s is None and self.pending_session is not None:
-            new = self.pending_session.session._replace(holding=holding, interrupted=interrupted,
-                                                        yielded=yielded)
+            new = self.pending_session.session._replace(
+                holding=holding, interrupted=interrupted, yielded=yielded
+            )
             return self.pending_session._replace(session=new)
         if s is None:
             key = self.host.new_id("sm-")
@@ -166,31 +189,87 @@ class _Fire:
                 key = self.host.new_id("sm-")
             self.key = key
             c = self.call
-            new = Session(key, c.harness, c.host_session, c.cwd, c.configs, holding, interrupted,
-                          yielded, 0, 1, self.at, self.at)
+            new = Session(
+                key,
+                c.harness,
+                c.host_session,
+                c.cwd,
+                c.configs,
+                holding,
+                interrupted,
+                yielded,
+                0,
+                1,
+                self.at,
+                self.at,
+            )
             return SessionWrite(new, True, None, _SESSION_FIELDS)
-        new = s._replace(holding=holding, interrupted=interrupted, yielded=yielded, blocks=0,
-                         version=s.version + 1, last_active=self.at)
+        new = s._replace(
+            holding=holding,
+            interrupted=interrupted,
+            yielded=yielded,
+            blocks=0,
+            version=s.version + 1,
+            last_active=self.at,
+        )
         return SessionWrite(new, False, s.holding, _SESSION_FIELDS)
 
-    def audits(self, sw: SessionWrite, machine: str, label: str, from_state: str | None,
-               to_state: str) -> tuple[AuditRecord, ...]:
+    def audits(
+        self, sw: SessionWrite, machine: str, label: str, from_state: str | None, to_state: str
+    ) -> tuple[AuditRecord, ...]:
         out = []
         if sw.create:
             s = sw.session
-            out.append(AuditRecord(self.at, "bind", {"harness": s.harness,
-                                                     "hostSession": s.host_session,
-                                                     "cwd": s.cwd, "configs": list(s.configs)}))
-        out.append(AuditRecord(self.at, "event", {
-            "event": self.event, "source": self.call.source, "machine": machine, "label": label,
-            "from": from_state, "to": to_state}))
+            out.append(
+                AuditRecord(
+                    self.at,
+                    "bind",
+                    {
+                        "harness": s.harness,
+                        "hostSession": s.host_session,
+                        "cwd": s.cwd,
+                        "configs": list(s.configs),
+                    },
+                )
+            )
+        out.append(
+            AuditRecord(
+                self.at,
+                "event",
+                {
+                    "event": self.event,
+                    "source": self.call.source,
+                    "machine": machine,
+                    "label": label,
+                    "from": from_state,
+                    "to": to_state,
+                },
+            )
+        )
         return tuple(out)
 
-    def history(self, inst: Instance, params: dict[str, Any], from_state: str | None,
-                arrival: str | None, trace: tuple[str, ...]) -> HistoryRecord:
+    def history(
+        self,
+        inst: Instance,
+        params: dict[str, Any],
+        from_state: str | None,
+        arrival: str | None,
+        trace: tuple[str, ...],
+    ) -> HistoryRecord:
         assert self.key is not None
-        return HistoryRecord(self.at, self.key, self.call.source, self.event, params, from_state,
-                             inst.state, arrival, inst.status, inst.version, trace)
+        return HistoryRecord(
+            self.at,
+            self.key,
+            self.call.source,
+            self.event,
+            params,
+            from_state,
+            inst.state,
+            arrival,
+            inst.status,
+            inst.version,
+            trace,
+        )
 
     # -- the call ------------------------------------------------------------------------------
 
@@ -220,28 +299,42 @@ class _Fire:
         self.session = new
         view = idle_view(self.loaded, self.reader, new)
         text, failure = idle_prompt(self.loaded, self.host)
-        reply = Reply(self.idle_header(), trace=(failure,) if failure else (), error=message,
-                      instructions=(text,) if text else (), idle=view.idle, events=view.events)
-        return Outcome(False, reply, session=sw,
-                       audit=(AuditRecord(self.at, "moved", {"message": message}),))
+        reply = Reply(
+            self.idle_header(),
+            trace=(failure,) if failure else (),
+            error=message,
+            instructions=(text,) if text else (),
+            idle=view.idle,
+            events=view.events,
+        )
+        return Outcome(
+            False, reply, session=sw, audit=(AuditRecord(self.at, "moved", {"message": message}),)
+        )
 
     def unconfigured(self, inst: Instance) -> Outcome:
         """engine.md §7.2: only pause, which lets go of the instance without exit actions."""
-        message = (f"state machine {inst.machine} is not configured (its file might have "
-                   "errors); fix the config, then resume")
+        message = (
+            f"state machine {inst.machine} is not configured (its file might have "
+            "errors); fix the config, then resume"
+        )
         if self.event != "pause" or self.call.params:
             from .reply import EventItem
 
-            events = EventsList(self.key, (EventItem("pause", f"Put instance {inst.label} aside "
-                                                     "and return to idle."),))
-            return Outcome(False, Reply(self.machine_header(None, inst), error=message,
-                                        events=events))
+            events = EventsList(
+                self.key,
+                (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),),
+            )
+            return Outcome(
+                False, Reply(self.machine_header(None, inst), error=message, events=events)
+            )
         return self.let_go(None, inst, (f"Paused instance {inst.label} at {inst.state}.",), [])
 
     def state_gone(self, machine: Machine, inst: Instance) -> Outcome:
         """engine.md §7.3: only pause and unmatched, without exit actions."""
-        note = (f"Saved state {inst.state} no longer exists in {machine.id}. Fire pause, then "
-                f"enter with a state: {', '.join(machine.states)}")
+        note = (
+            f"Saved state {inst.state} no longer exists in {machine.id}. Fire pause, then "
+            f"enter with a state: {', '.join(machine.states)}"
+        )
         offered = ("pause", "unmatched")
         if self.event not in offered:
             message = f"{self.event} is not offered here (offered: {', '.join(offered)})"
@@ -257,8 +350,10 @@ class _Fire:
     def refuse_gone(self, machine: Machine, inst: Instance, note: str, message: str) -> Outcome:
         fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
         events = state_events(machine, fake, inst, self.key, only=("pause", "unmatched"))
-        return Outcome(False, Reply(self.machine_header(machine, inst), notes=(note,),
-                                    error=message, events=events))
+        return Outcome(
+            False,
+            Reply(self.machine_header(machine, inst), notes=(note,), error=message, events=events),
+        )
 
     # -- machine states ------------------------------------------------------------------------
 
@@ -266,15 +361,27 @@ class _Fire:
         offered = machine_offers(machine, state, inst, self.call.source)
         event = self.event
         if self.call.source == "agent" and event in state.on and machine.source(event) == "host":
-            return self.refuse_machine(machine, state, inst, f"{event} is an event that only "
-                                       f"the host fires (offered: {', '.join(offered)})")
-        if (self.call.source == "agent" and machine.source(event) == "host"
-                and event in machine.events):
-            return self.refuse_machine(machine, state, inst, f"{event} is an event that only "
-                                       f"the host fires (offered: {', '.join(offered)})")
+            return self.refuse_machine(
+                machine,
+                state,
+                inst,
+                f"{event} is an event that only the host fires (offered: {', '.join(offered)})",
+            )
+        if (
+            self.call.source == "agent"
+            and machine.source(event) == "host"
+            and event in machine.events
+        ):
+            return self.refuse_machine(
+                machine,
+                state,
+                inst,
+                f"{event} is an event that only the host fires (offered: {', '.join(offered)})",
+            )
         if event not in offered:
-            return self.refuse_machine(machine, state, inst, f"{event} is not offered here "
-                                       f"(offered: {', '.join(offered)})")
+            return self.refuse_machine(
+                machine, state, inst, f"{event} is not offered here (offered: {', '.join(offered)})"
+            )
         if event == "yield":
             specs = state.params.get("yield", (NOTE_PARAM,))
         elif event in state.on:
@@ -290,32 +397,51 @@ class _Fire:
         if event == "pause":
             run = self.new_run(machine, inst, params)
             run.exit(state, (state.name, ""))
-            return self.let_go(machine, inst, (f"Paused {machine.kind} {inst.label} at "
-                                               f"{state.name}.",), run.prompts, run)
+            return self.let_go(
+                machine,
+                inst,
+                (f"Paused {machine.kind} {inst.label} at {state.name}.",),
+                run.prompts,
+                run,
+            )
         if event == "unmatched":
             return self.unmatched(machine, state, inst)
         if event == "resume":
             return self.resume_fallback(machine, state, inst)
         return self.machine_event(machine, state, inst, params)
 
-    def new_run(self, machine: Machine, inst: Instance, params: dict[str, Any],
-                ref: str | None = None) -> Run:
+    def new_run(
+        self, machine: Machine, inst: Instance, params: dict[str, Any], ref: str | None = None
+    ) -> Run:
         if self.session is None and self.pending_session is None:
             # a keyless enter: the session exists only if the enter is accepted; its key is
             # drawn now so the commands of this call see SMLLM_SESSION
             self.pending_session = self.session_write(None, None)
-        return Run(self.host, machine, session=self.key or "", instance=inst.id,
-                   ref=ref if ref is not None else inst.ref, state=inst.state,
-                   visits=inst.visits, event=self.event, params=params,
-                   cwd=self.session.cwd if self.session else self.call.cwd)
+        return Run(
+            self.host,
+            machine,
+            session=self.key or "",
+            instance=inst.id,
+            ref=ref if ref is not None else inst.ref,
+            state=inst.state,
+            visits=inst.visits,
+            event=self.event,
+            params=params,
+            cwd=self.session.cwd if self.session else self.call.cwd,
+        )
 
-    def machine_event(self, machine: Machine, state: State, inst: Instance,
-                      params: dict[str, Any]) -> Outcome:
+    def machine_event(
+        self, machine: Machine, state: State, inst: Instance, params: dict[str, Any]
+    ) -> Outcome:
         run = self.new_run(machine, inst, params)
         chosen = run.choose(state.on[self.event], state.name)
         if chosen is None:
-            return self.refuse_machine(machine, state, inst, f"no transition of {self.event} "
-                                       f"matched in {state.name}; nothing changed")
+            return self.refuse_machine(
+                machine,
+                state,
+                inst,
+                f"no transition of {self.event} matched in {state.name}; nothing changed",
+            )
         if chosen.set_ref:
             value = params.get(machine.ref.param)
             problem = self.ref_problem(machine, inst, value)
@@ -330,29 +456,44 @@ class _Fire:
         if not isinstance(value, str) or value == inst.ref:
             return None
         if inst.ref is not None:
-            return (f"{machine.kind} {inst.id} already has ref {inst.ref}, and smllm sets a ref "
-                    "only once")
+            return (
+                f"{machine.kind} {inst.id} already has ref {inst.ref}, and smllm sets a ref "
+                "only once"
+            )
         other = self.reader.find(machine.id, value)
         if other is not None and other.id != inst.id:
             return f"another {machine.kind} of {machine.id} already has ref {value}"
         return None
 
-    def arrive(self, machine: Machine, inst: Instance, run: Run, arrival: str,
-               params: dict[str, Any], notes: tuple[str, ...], *, new: bool = False,
-               interrupted: Place | None | bool = False) -> Outcome:
+    def arrive(
+        self,
+        machine: Machine,
+        inst: Instance,
+        run: Run,
+        arrival: str,
+        params: dict[str, Any],
+        notes: tuple[str, ...],
+        *,
+        created: bool = False,
+        interrupted: Place | bool | None = False,
+    ) -> Outcome:
         """Commit a move that leaves the instance in `run.state` (entry block or completion)."""
         if run.passed:
             arrival += " via " + ", ".join(run.passed)
         rest = machine.states[run.state]
         resume_state = inst.resume_state if rest.fallback else None
         final = rest.final
-        from_state = None if new else inst.state
+        from_state = None if created else inst.state
         new = inst._replace(
-            ref=run.ref, state=run.state, visits=run.visits,
+            ref=run.ref,
+            state=run.state,
+            visits=run.visits,
             status=COMPLETED if final else ACTIVE,
             holder=None if final else self.key_for_write(),
-            holder_seen=self.at, resume_state=None if final else resume_state,
-            version=inst.version + 1, updated=self.at,
+            holder_seen=self.at,
+            resume_state=None if final else resume_state,
+            version=inst.version + 1,
+            updated=self.at,
         )
         slot = self.session.interrupted if self.session else None
         if interrupted is not False:
@@ -368,16 +509,24 @@ class _Fire:
         header = self.machine_header(machine, new, run.state, run.visits)
         shown_params = tuple(params.items())
         if not final:
-            reply = Reply(header, arrival, shown_params, notes, trace,
-                          instructions=tuple(run.prompts))
+            reply = Reply(
+                header, arrival, shown_params, notes, trace, instructions=tuple(run.prompts)
+            )
         else:
             view = idle_view(self.loaded, self.reader, sw.session, [new])
             text, failure = idle_prompt(self.loaded, self.host)
             prompts = (*run.prompts, text) if text else tuple(run.prompts)
-            reply = Reply(header, arrival, shown_params, notes,
-                          (*trace, failure) if failure else trace, instructions=prompts,
-                          completed=f"{machine.kind} {new.label}", idle=view.idle,
-                          events=view.events)
+            reply = Reply(
+                header,
+                arrival,
+                shown_params,
+                notes,
+                (*trace, failure) if failure else trace,
+                instructions=prompts,
+                completed=f"{machine.kind} {new.label}",
+                idle=view.idle,
+                events=view.events,
+            )
         audit = self.audits(sw, machine.id, new.label, from_state, new.state)
         return Outcome(True, reply, writes, sw, audit)
 
@@ -389,28 +538,51 @@ class _Fire:
         sw = self.session_write(inst.place, self.session.interrupted if self.session else None)
         record = self.history(new, params, inst.state, None, ())
         reply = Reply(self.machine_header(machine, new), yielded=inst.state)
-        return Outcome(True, reply, (InstanceWrite(new, inst.version, record),), sw,
-                       self.audits(sw, machine.id, inst.label, inst.state, inst.state))
+        return Outcome(
+            True,
+            reply,
+            (InstanceWrite(new, inst.version, record),),
+            sw,
+            self.audits(sw, machine.id, inst.label, inst.state, inst.state),
+        )
 
-    def let_go(self, machine: Machine | None, inst: Instance, notes: tuple[str, ...],
-               prompts: list[str], run: Run | None = None,
-               extra: tuple[InstanceWrite, ...] = (), slot: Place | None | bool = False,
-               status: str = PAUSED) -> Outcome:
+    def let_go(
+        self,
+        machine: Machine | None,
+        inst: Instance,
+        notes: tuple[str, ...],
+        prompts: list[str],
+        run: Run | None = None,
+        extra: tuple[InstanceWrite, ...] = (),
+        slot: Place | bool | None = False,
+        status: str = PAUSED,
+    ) -> Outcome:
         """Put the held instance aside (pause, or unmatched to idle) and return to idle."""
-        new = inst._replace(status=status, holder=self.key if status == INTERRUPTED else None,
-                            version=inst.version + 1, updated=self.at,
-                            holder_seen=self.at)
+        new = inst._replace(
+            status=status,
+            holder=self.key if status == INTERRUPTED else None,
+            version=inst.version + 1,
+            updated=self.at,
+            holder_seen=self.at,
+        )
         keep_slot = self.session.interrupted if self.session else None
-        sw = self.session_write(None, keep_slot if slot is False else slot  # type: ignore[arg-type]
-                                )
+        sw = self.session_write(
+            None,
+            keep_slot if slot is False else slot,  # type: ignore[arg-type]
+        )
         trace = run.trace() if run else ()
         record = self.history(new, {}, inst.state, None, (*notes, *trace))
         writes = (*extra, InstanceWrite(new, inst.version, record))
         view = idle_view(self.loaded, self.reader, sw.session, [w.instance for w in writes])
         text, failure = idle_prompt(self.loaded, self.host)
-        reply = Reply(Header(self.key), notes=notes, trace=(*trace, failure) if failure else trace,
-                      instructions=(*prompts, text) if text else tuple(prompts),
-                      idle=view.idle, events=view.events)
+        reply = Reply(
+            Header(self.key),
+            notes=notes,
+            trace=(*trace, failure) if failure else trace,
+            instructions=(*prompts, text) if text else tuple(prompts),
+            idle=view.idle,
+            events=view.events,
+        )
         audit = self.audits(sw, inst.machine, inst.label, inst.state, inst.state)
         return Outcome(True, reply, writes, sw, audit)
 
@@ -428,8 +600,9 @@ class _Fire:
         run.exit(state, (state.name, ""))
         return self.interrupt(machine, inst, run.prompts, run)
 
-    def interrupt(self, machine: Machine, inst: Instance, prompts: list[str],
-                  run: Run | None = None) -> Outcome:
+    def interrupt(
+        self, machine: Machine, inst: Instance, prompts: list[str], run: Run | None = None
+    ) -> Outcome:
         notes: list[str] = []
         extra: tuple[InstanceWrite, ...] = ()
         s = self.session
@@ -439,27 +612,47 @@ class _Fire:
             old = self.reader.instance(*old_slot)
             if old is not None and old.status == INTERRUPTED and old.holder == s.key:
                 kind = kind_of(self.loaded, old.machine)
-                paused = old._replace(status=PAUSED, holder=None, version=old.version + 1,
-                                      updated=self.at)
+                paused = old._replace(
+                    status=PAUSED, holder=None, version=old.version + 1, updated=self.at
+                )
                 note = f"Paused the previously interrupted {kind} {old.label}."
                 notes.append(note)
                 assert self.key is not None
-                rec = HistoryRecord(self.at, self.key, self.call.source, "pause", {}, old.state,
-                                    old.state, None, PAUSED, paused.version, (note,))
+                rec = HistoryRecord(
+                    self.at,
+                    self.key,
+                    self.call.source,
+                    "pause",
+                    {},
+                    old.state,
+                    old.state,
+                    None,
+                    PAUSED,
+                    paused.version,
+                    (note,),
+                )
                 extra = (InstanceWrite(paused, old.version, rec),)
-        notes.append(f"Interrupted {machine.kind} {inst.label} at {inst.state}. Handle the "
-                     "request, then fire resume from idle.")
-        return self.let_go(machine, inst, tuple(notes), prompts, run, extra, inst.place,
-                           INTERRUPTED)
+        notes.append(
+            f"Interrupted {machine.kind} {inst.label} at {inst.state}. Handle the "
+            "request, then fire resume from idle."
+        )
+        return self.let_go(
+            machine, inst, tuple(notes), prompts, run, extra, inst.place, INTERRUPTED
+        )
 
     def resume_fallback(self, machine: Machine, state: State, inst: Instance) -> Outcome:
         back = inst.resume_state
         assert back is not None
         if back not in machine.states:
             eps = ", ".join(machine.entry_points()) or "none"
-            return self.refuse_machine(machine, state, inst, f"the interrupted state {back} no "
-                                       "longer exists; leave with one of this state's events, or "
-                                       f"pause and enter with a state: {eps}")
+            return self.refuse_machine(
+                machine,
+                state,
+                inst,
+                f"the interrupted state {back} no "
+                "longer exists; leave with one of this state's events, or "
+                f"pause and enter with a state: {eps}",
+            )
         run = self.new_run(machine, inst, {})
         ends = (state.name, back)
         run.exit(state, ends)
@@ -475,19 +668,24 @@ class _Fire:
         view = idle_view(self.loaded, self.reader, self.session)
         offered = [item.name for item in view.events.items]
         if self.event not in offered:
-            return Outcome(False, Reply(self.idle_header(), error=f"{self.event} is not offered "
-                                        f"in idle (offered: {', '.join(offered)})",
-                                        events=view.events))
+            return Outcome(
+                False,
+                Reply(
+                    self.idle_header(),
+                    error=f"{self.event} is not offered in idle (offered: {', '.join(offered)})",
+                    events=view.events,
+                ),
+            )
         if self.event == "enter":
             return enter(self)
         name = duplicate(self.call.params)
         if name is not None:
             return self.refuse_idle(f"{self.event} got param {name} more than once")
         if self.call.params:
-            return self.refuse_idle(f"{self.event} takes no params, but got "
-                                    f"{self.call.params[0][0]}")
+            return self.refuse_idle(
+                f"{self.event} takes no params, but got {self.call.params[0][0]}"
+            )
         if self.event == "resume":
             return resume_idle(self)
         every = idle_view(self.loaded, self.reader, self.session, every_paused=True)
         return Outcome(True, Reply(self.idle_header(), idle=every.idle, events=every.events))
-

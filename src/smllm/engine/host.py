@@ -18,7 +18,7 @@ __all__ = ["CommandResult", "Host", "PromptError", "Reader"]
 
 class CommandResult(NamedTuple):
     ok: bool
-    detail: str          # "" when ok; else `exited N[: TAIL]`, `timed out after Ns`, …
+    detail: str  # "" when ok; else `exited N[: TAIL]`, `timed out after Ns`, …
 
 
 class PromptError(Exception):

@@ -17,12 +17,16 @@ __all__ = ["PAUSED_LIST_CUT", "IdleView", "idle_view", "instance_line", "kind_of
 PAUSED_LIST_CUT = 10
 
 _STATE_MACHINE_DESC = "The state machine to enter."
-_REF_DESC = ("The id param that the list of state machines names for the machine: an existing "
-             "id or ref continues that instance, and a new ref starts one with it. Omit it to "
-             "start a new instance.")
-_STATE_DESC = ("An entry point to enter instead, or any state for an instance whose saved state "
-               "no longer exists. Omit it to enter a new instance at the initial state, or an "
-               "existing one at its saved state.")
+_REF_DESC = (
+    "The id param that the list of state machines names for the machine: an existing "
+    "id or ref continues that instance, and a new ref starts one with it. Omit it to "
+    "start a new instance."
+)
+_STATE_DESC = (
+    "An entry point to enter instead, or any state for an instance whose saved state "
+    "no longer exists. Omit it to enter a new instance at the initial state, or an "
+    "existing one at its saved state."
+)
 
 
 def kind_of(loaded: Loaded, machine: str) -> str:
@@ -54,8 +58,9 @@ class _Desc:
     __hash__ = None  # type: ignore[assignment]
 
 
-def paused_after(loaded: Loaded, reader: Reader, written: Sequence[Instance],
-                 limit: int | None) -> tuple[list[Instance], int]:
+def paused_after(
+    loaded: Loaded, reader: Reader, written: Sequence[Instance], limit: int | None
+) -> tuple[list[Instance], int]:
     """Paused instances of the configured machines as they will be once `written` commits."""
     machines = list(loaded.machines)
     mine = {i.id for i in written}
@@ -81,17 +86,30 @@ class IdleView:
 
 def _machine_lines(loaded: Loaded) -> tuple[MachineLine, ...]:
     return tuple(
-        MachineLine(m.id, m.description, m.kind, m.ref.param, m.ref.pattern, m.ref.description,
-                    m.initial, tuple(m.entry_points()), m.host_only())
+        MachineLine(
+            m.id,
+            m.description,
+            m.kind,
+            m.ref.param,
+            m.ref.pattern,
+            m.ref.description,
+            m.initial,
+            tuple(m.entry_points()),
+            m.host_only(),
+        )
         for m in loaded.machines.values()
     )
 
 
-def idle_events(loaded: Loaded, key: str | None, interrupted: Instance | None,
-                has_slot: bool, paused_total: int) -> EventsList:
+def idle_events(
+    loaded: Loaded, key: str | None, interrupted: Instance | None, has_slot: bool, paused_total: int
+) -> EventsList:
     refs = list(dict.fromkeys(m.ref.param for m in loaded.machines.values()))
-    params = [ParamLine("stateMachine", True, tuple(loaded.machines) or None,
-                        description=_STATE_MACHINE_DESC)]
+    params = [
+        ParamLine(
+            "stateMachine", True, tuple(loaded.machines) or None, description=_STATE_MACHINE_DESC
+        )
+    ]
     if refs:
         params.append(ParamLine(" | ".join(refs), False, description=_REF_DESC))
     params.append(ParamLine("state", False, description=_STATE_DESC))
@@ -100,13 +118,15 @@ def idle_events(loaded: Loaded, key: str | None, interrupted: Instance | None,
         if interrupted is not None:
             kind = kind_of(loaded, interrupted.machine)
             desc = _resume_description(loaded, interrupted.machine).format(
-                what=f"{kind} {interrupted.label}", state=interrupted.state)
+                what=f"{kind} {interrupted.label}", state=interrupted.state
+            )
         else:
             desc = "Go back to the instance that unmatched put aside."
         items.append(EventItem("resume", desc))
     if paused_total > PAUSED_LIST_CUT:
-        items.append(EventItem("listPaused",
-                               BUILTIN_DESCRIPTIONS["listPaused"].format(count=paused_total)))
+        items.append(
+            EventItem("listPaused", BUILTIN_DESCRIPTIONS["listPaused"].format(count=paused_total))
+        )
     return EventsList(key, tuple(items))
 
 
@@ -117,9 +137,16 @@ def _resume_description(loaded: Loaded, machine: str) -> str:
     return BUILTIN_DESCRIPTIONS["resume"]
 
 
-def idle_view(loaded: Loaded, reader: Reader, session: Session | None,
-              written: Sequence[Instance] = (), *, every_paused: bool = False,
-              slot: Instance | None = None, slot_read: bool = False) -> IdleView:
+def idle_view(
+    loaded: Loaded,
+    reader: Reader,
+    session: Session | None,
+    written: Sequence[Instance] = (),
+    *,
+    every_paused: bool = False,
+    slot: Instance | None = None,
+    slot_read: bool = False,
+) -> IdleView:
     """The idle list of `session` as it will be after `written` commits.
 
     `slot`/`slot_read`: the interrupted slot's instance when the caller already knows it.
@@ -136,8 +163,11 @@ def idle_view(loaded: Loaded, reader: Reader, session: Session | None,
                 interrupted = reader.instance(*session.interrupted)
     limit = None if every_paused else PAUSED_LIST_CUT
     paused, total = paused_after(loaded, reader, written, limit)
-    shown_slot = (instance_line(loaded, interrupted)
-                  if interrupted is not None and interrupted.status == INTERRUPTED else None)
+    shown_slot = (
+        instance_line(loaded, interrupted)
+        if interrupted is not None and interrupted.status == INTERRUPTED
+        else None
+    )
     idle = IdleList(
         machines=None if every_paused else _machine_lines(loaded),
         interrupted=None if every_paused else shown_slot,

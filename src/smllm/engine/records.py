@@ -56,17 +56,36 @@ class Instance(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "machine": self.machine, "ref": self.ref, "state": self.state,
-            "status": self.status, "holder": self.holder, "holderSeen": self.holder_seen,
-            "version": self.version, "visits": self.visits, "resumeState": self.resume_state,
-            "created": self.created, "updated": self.updated,
+            "id": self.id,
+            "machine": self.machine,
+            "ref": self.ref,
+            "state": self.state,
+            "status": self.status,
+            "holder": self.holder,
+            "holderSeen": self.holder_seen,
+            "version": self.version,
+            "visits": self.visits,
+            "resumeState": self.resume_state,
+            "created": self.created,
+            "updated": self.updated,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Instance:
-        return cls(d["id"], d["machine"], d["ref"], d["state"], d["status"], d["holder"],
-                   d["holderSeen"], d["version"], dict(d["visits"]), d["resumeState"],
-                   d["created"], d["updated"])
+        return cls(
+            d["id"],
+            d["machine"],
+            d["ref"],
+            d["state"],
+            d["status"],
+            d["holder"],
+            d["holderSeen"],
+            d["version"],
+            dict(d["visits"]),
+            d["resumeState"],
+            d["created"],
+            d["updated"],
+        )
 
 
 class Session(NamedTuple):
@@ -85,18 +104,36 @@ class Session(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "key": self.key, "harness": self.harness, "hostSession": self.host_session,
-            "cwd": self.cwd, "configs": list(self.configs),
-            "holding": _place_json(self.holding), "interrupted": _place_json(self.interrupted),
-            "yielded": self.yielded, "blocks": self.blocks, "version": self.version,
-            "created": self.created, "lastActive": self.last_active,
+            "key": self.key,
+            "harness": self.harness,
+            "hostSession": self.host_session,
+            "cwd": self.cwd,
+            "configs": list(self.configs),
+            "holding": _place_json(self.holding),
+            "interrupted": _place_json(self.interrupted),
+            "yielded": self.yielded,
+            "blocks": self.blocks,
+            "version": self.version,
+            "created": self.created,
+            "lastActive": self.last_active,
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Session:
-        return cls(d["key"], d["harness"], d["hostSession"], d["cwd"], tuple(d["configs"]),
-                   _place(d["holding"]), _place(d["interrupted"]), d["yielded"], d["blocks"],
-                   d["version"], d["created"], d["lastActive"])
+        return cls(
+            d["key"],
+            d["harness"],
+            d["hostSession"],
+            d["cwd"],
+            tuple(d["configs"]),
+            _place(d["holding"]),
+            _place(d["interrupted"]),
+            d["yielded"],
+            d["blocks"],
+            d["version"],
+            d["created"],
+            d["lastActive"],
+        )
 
 
 def _place_json(p: Place | None) -> dict[str, str] | None:
@@ -122,21 +159,39 @@ class HistoryRecord(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "at": self.at, "session": self.session, "source": self.source, "event": self.event,
-            "params": self.params, "from": self.from_state, "to": self.to_state,
-            "arrival": self.arrival, "status": self.status, "version": self.version,
+            "at": self.at,
+            "session": self.session,
+            "source": self.source,
+            "event": self.event,
+            "params": self.params,
+            "from": self.from_state,
+            "to": self.to_state,
+            "arrival": self.arrival,
+            "status": self.status,
+            "version": self.version,
             "trace": list(self.trace),
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> HistoryRecord:
-        return cls(d["at"], d["session"], d["source"], d["event"], d["params"], d["from"],
-                   d["to"], d["arrival"], d["status"], d["version"], tuple(d["trace"]))
+        return cls(
+            d["at"],
+            d["session"],
+            d["source"],
+            d["event"],
+            d["params"],
+            d["from"],
+            d["to"],
+            d["arrival"],
+            d["status"],
+            d["version"],
+            tuple(d["trace"]),
+        )
 
 
 class AuditRecord(NamedTuple):
     at: str
-    kind: str                 # bind | event | block | runaway | moved | prompt
+    kind: str  # bind | event | block | runaway | moved | prompt
     detail: dict[str, Any]
 
 
@@ -158,4 +213,4 @@ class SessionWrite(NamedTuple):
     session: Session
     create: bool
     expected_holding: Place | None
-    changes: frozenset[str]   # the fields of `session` this write sets
+    changes: frozenset[str]  # the fields of `session` this write sets

@@ -20,8 +20,8 @@ __all__ = [
 
 
 class Header(NamedTuple):
-    session: str | None                 # None: "no session · idle"
-    machine: str | None = None          # None: idle
+    session: str | None  # None: "no session · idle"
+    machine: str | None = None  # None: idle
     state: str = ""
     visit: int = 1
     kind: str = ""
@@ -69,10 +69,10 @@ class InstanceLine(NamedTuple):
 
 
 class IdleList(NamedTuple):
-    machines: tuple[MachineLine, ...] | None   # None: listPaused, which shows only Paused:
+    machines: tuple[MachineLine, ...] | None  # None: listPaused, which shows only Paused:
     interrupted: InstanceLine | None
     paused: tuple[InstanceLine, ...]
-    more: int                            # paused left out of the list
+    more: int  # paused left out of the list
 
 
 class Reply(NamedTuple):
@@ -85,7 +85,7 @@ class Reply(NamedTuple):
     trace: tuple[str, ...] = ()
     error: str | None = None
     instructions: tuple[str, ...] = ()
-    yielded: str | None = None           # the state of "Yielded: staying in STATE. …"
-    completed: str | None = None         # "KIND LABEL" of "Completed KIND LABEL. …"
+    yielded: str | None = None  # the state of "Yielded: staying in STATE. …"
+    completed: str | None = None  # "KIND LABEL" of "Completed KIND LABEL. …"
     idle: IdleList | None = None
     events: EventsList | None = None

@@ -36,8 +36,9 @@ BUILTIN_DESCRIPTIONS = {
     "unmatched-fallback": "The request fits none of these; handle it in {fallback}, then resume.",
 }
 
-NOTE_PARAM = ParamSpec("note", False, True, None, None, "What you are waiting for.",
-                       {"type": "string"}, None, True)
+NOTE_PARAM = ParamSpec(
+    "note", False, True, None, None, "What you are waiting for.", {"type": "string"}, None, True
+)
 
 
 def quoted(value: str) -> str:
@@ -54,8 +55,7 @@ def duplicate(params: tuple[tuple[str, Any], ...]) -> str | None:
     return None
 
 
-def machine_offers(machine: Machine, state: State, instance: Instance,
-                   source: str) -> list[str]:
+def machine_offers(machine: Machine, state: State, instance: Instance, source: str) -> list[str]:
     """engine.md §5.0: the events offered in a (non-final) machine state, in offer order."""
     out = [e for e in state.on if source == "host" or machine.source(e) != "host"]
     if state.fallback and instance.resume_state is not None:
@@ -92,8 +92,13 @@ def _event_description(machine: Machine, state: State, event: str) -> str | None
     return ev.description if ev is not None else None
 
 
-def state_events(machine: Machine, state: State, instance: Instance, session: str | None,
-                 only: tuple[str, ...] | None = None) -> EventsList:
+def state_events(
+    machine: Machine,
+    state: State,
+    instance: Instance,
+    session: str | None,
+    only: tuple[str, ...] | None = None,
+) -> EventsList:
     """The events list of a machine state (agent-text.md §4); `only` limits it (§7.2, §7.3)."""
     what = f"{machine.kind} {instance.label}"
     items: list[EventItem] = []
@@ -108,8 +113,9 @@ def state_events(machine: Machine, state: State, instance: Instance, session: st
             if reword is not None:
                 note = note._replace(description=reword)
             text = BUILTIN_DESCRIPTIONS["yield"].format(state=state.name)
-            items.append(EventItem(name, _builtin_description(machine, name, text),
-                                   (param_line(note),)))
+            items.append(
+                EventItem(name, _builtin_description(machine, name, text), (param_line(note),))
+            )
         elif name == "pause":
             text = BUILTIN_DESCRIPTIONS["pause"].format(what=what)
             items.append(EventItem(name, _builtin_description(machine, name, text)))
@@ -121,8 +127,13 @@ def state_events(machine: Machine, state: State, instance: Instance, session: st
             items.append(EventItem(name, _builtin_description(machine, name, text)))
         else:
             specs = state.params.get(name, ())
-            items.append(EventItem(name, _event_description(machine, state, name),
-                                   tuple(param_line(p) for p in specs)))
+            items.append(
+                EventItem(
+                    name,
+                    _event_description(machine, state, name),
+                    tuple(param_line(p) for p in specs),
+                )
+            )
     return EventsList(session, tuple(items))
 
 
@@ -154,14 +165,17 @@ def _no_constant(name: str) -> Any:
 def parse_json_text(text: str) -> tuple[bool, Any]:
     """Exactly one JSON value: NaN, Infinity and repeated object keys are rejected."""
     try:
-        return True, json.loads(text, object_pairs_hook=_no_duplicates,
-                                parse_constant=_no_constant)
+        return True, json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except ValueError as exc:
         return False, str(exc)
 
 
-def check_params(event: str, specs: tuple[ParamSpec, ...], defs: dict[str, Any] | None,
-                 given: tuple[tuple[str, Any], ...]) -> tuple[str | None, dict[str, Any]]:
+def check_params(
+    event: str,
+    specs: tuple[ParamSpec, ...],
+    defs: dict[str, Any] | None,
+    given: tuple[tuple[str, Any], ...],
+) -> tuple[str | None, dict[str, Any]]:
     """Check `given` against `specs` in the order of machine-format.md §2.4.
 
     Returns (refusal message or None, the checked params in declaration order).
@@ -213,8 +227,9 @@ def check_params(event: str, specs: tuple[ParamSpec, ...], defs: dict[str, Any] 
     return None, checked
 
 
-def _schema_problem(where: str, spec: ParamSpec, defs: dict[str, Any] | None,
-                    value: Any) -> str | None:
+def _schema_problem(
+    where: str, spec: ParamSpec, defs: dict[str, Any] | None, value: Any
+) -> str | None:
     from ..machine.params import json_param_errors
 
     sentences, more = json_param_errors(spec, defs, value)

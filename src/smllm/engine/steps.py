@@ -37,8 +37,9 @@ def _prompt_text(host: Host, action: Action) -> tuple[str | None, str | None]:
 def _implied(state: State) -> Action | None:
     if state.implied_prompt is None:
         return None
-    return Action("prompt", file=state.implied_prompt, file_shown=f"enter-{state.name}.md",
-                  optional=True)
+    return Action(
+        "prompt", file=state.implied_prompt, file_shown=f"enter-{state.name}.md", optional=True
+    )
 
 
 def _lists(machine: Machine, state: State, which: str) -> list[tuple[str, tuple[Action, ...]]]:
@@ -49,11 +50,15 @@ def _lists(machine: Machine, state: State, which: str) -> list[tuple[str, tuple[
     implied = _implied(state) if which == "entry" else None
     if implied is not None:
         own = (*own, implied)
-    out = [(f"sharedActions[{s.index}] {which}", s.entry if which == "entry" else s.exit)
-           for s in before]
+    out = [
+        (f"sharedActions[{s.number}] {which}", s.entry if which == "entry" else s.exit)
+        for s in before
+    ]
     out.append((f"{state.name} {which}", own))
-    out += [(f"sharedActions[{s.index}] {which}", s.entry if which == "entry" else s.exit)
-            for s in after]
+    out += [
+        (f"sharedActions[{s.number}] {which}", s.entry if which == "entry" else s.exit)
+        for s in after
+    ]
     return [(label, actions) for label, actions in out if actions]
 
 
@@ -75,9 +80,20 @@ def entry_prompts(machine: Machine, state: State, host: Host) -> tuple[list[str]
 class Run:
     """One call's walk through a machine, with the instance's fields as they change."""
 
-    def __init__(self, host: Host, machine: Machine, *, session: str, instance: str,
-                 ref: str | None, state: str, visits: dict[str, int], event: str,
-                 params: dict[str, Any], cwd: str) -> None:
+    def __init__(
+        self,
+        host: Host,
+        machine: Machine,
+        *,
+        session: str,
+        instance: str,
+        ref: str | None,
+        state: str,
+        visits: dict[str, int],
+        event: str,
+        params: dict[str, Any],
+        cwd: str,
+    ) -> None:
         self.host = host
         self.machine = machine
         self.session = session
@@ -109,20 +125,23 @@ class Run:
             env["SMLLM_FROM"], env["SMLLM_TO"] = actions
         for name, value in self.params.items():
             env["SMLLM_PARAM_" + env_name(name)] = (
-                value if isinstance(value, str)
-                else _compact(value))
+                value if isinstance(value, str) else _compact(value)
+            )
         return env
 
     def guard(self, guard: Guard, source: str) -> bool:
         if guard.kind == "visits":
             count = self.visits.get(guard.state, 0)
             passed = count >= guard.at_least
-            self.guards.append(f"Guard: visits {guard.state} ≥ {guard.at_least} → "
-                               f"{'true' if passed else 'false'} (visits: {count})")
+            self.guards.append(
+                f"Guard: visits {guard.state} ≥ {guard.at_least} → "
+                f"{'true' if passed else 'false'} (visits: {count})"
+            )
             return passed
         assert guard.command is not None
-        result = self.host.run_command(guard.command, guard.command.cwd or self.cwd,
-                                       self.env(source, None))
+        result = self.host.run_command(
+            guard.command, guard.command.cwd or self.cwd, self.env(source, None)
+        )
         shown = guard.command.shown()
         if result.ok:
             self.guards.append(f"Guard: command `{shown}` → true")
@@ -136,8 +155,9 @@ class Run:
                 return t
         return None
 
-    def actions(self, label: str, actions: tuple[Action, ...], state: str,
-                ends: tuple[str, str]) -> None:
+    def actions(
+        self, label: str, actions: tuple[Action, ...], state: str, ends: tuple[str, str]
+    ) -> None:
         failed = False
         for index, action in enumerate(actions):
             if action.kind == "prompt":
@@ -150,12 +170,14 @@ class Run:
                 self.ref = self.params.get(self.machine.ref.param, self.ref)
             elif not failed:
                 assert action.command is not None
-                result = self.host.run_command(action.command, action.command.cwd or self.cwd,
-                                               self.env(state, ends))
+                result = self.host.run_command(
+                    action.command, action.command.cwd or self.cwd, self.env(state, ends)
+                )
                 if not result.ok:
                     failed = True
-                    self.failures.append(f"Action failed: {label}[{index}] command: "
-                                         f"{result.detail}")
+                    self.failures.append(
+                        f"Action failed: {label}[{index}] command: {result.detail}"
+                    )
 
     # -- moves ---------------------------------------------------------------------------------
 
@@ -188,13 +210,13 @@ class Run:
             if not state.always:
                 return
             if steps >= MAX_ALWAYS_STEPS:
-                self.stopped.append(f"Stopped after {MAX_ALWAYS_STEPS} always transitions; "
-                                    "check for a loop")
+                self.stopped.append(
+                    f"Stopped after {MAX_ALWAYS_STEPS} always transitions; check for a loop"
+                )
                 return
             t = self.choose(state.always, state.name)
             if t is None:
-                self.stopped.append(f"No always transition of {state.name} matched; "
-                                    "stopped there")
+                self.stopped.append(f"No always transition of {state.name} matched; stopped there")
                 return
             self.passed.append(state.name)
             self.take(state, t, f"{state.name} always actions")

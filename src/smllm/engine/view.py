@@ -18,38 +18,50 @@ from .steps import entry_prompts
 __all__ = ["Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
 
 
-def _idle_reply(loaded: Loaded, reader: Reader, host: Host, session: Session | None,
-                note: str | None = None) -> Reply:
+def _idle_reply(
+    loaded: Loaded, reader: Reader, host: Host, session: Session | None, note: str | None = None
+) -> Reply:
     v = idle_view(loaded, reader, session)
     text, failure = idle_prompt(loaded, host)
-    return Reply(Header(session.key if session else None), notes=(note,) if note else (),
-                 trace=(failure,) if failure else (), instructions=(text,) if text else (),
-                 idle=v.idle, events=v.events)
+    return Reply(
+        Header(session.key if session else None),
+        notes=(note,) if note else (),
+        trace=(failure,) if failure else (),
+        instructions=(text,) if text else (),
+        idle=v.idle,
+        events=v.events,
+    )
 
 
-def _held(loaded: Loaded, reader: Reader, session: Session) -> tuple[str | None,
-                                                                    Instance | None]:
+def _held(loaded: Loaded, reader: Reader, session: Session) -> tuple[str | None, Instance | None]:
     assert session.holding is not None
     inst = reader.instance(*session.holding)
     return left_message(loaded, session, inst, session.holding), inst
 
 
 def _header(session: Session, inst: Instance, kind: str) -> Header:
-    return Header(session.key, inst.machine, inst.state, inst.visits.get(inst.state, 1), kind,
-                  inst.label)
+    return Header(
+        session.key, inst.machine, inst.state, inst.visits.get(inst.state, 1), kind, inst.label
+    )
 
 
 def _gone_note(inst: Instance, states: list[str]) -> str:
-    return (f"Saved state {inst.state} no longer exists in {inst.machine}. Fire pause, then "
-            f"enter with a state: {', '.join(states)}")
+    return (
+        f"Saved state {inst.state} no longer exists in {inst.machine}. Fire pause, then "
+        f"enter with a state: {', '.join(states)}"
+    )
 
 
 def _unconfigured_reply(session: Session, inst: Instance) -> Reply:
-    events = EventsList(session.key, (EventItem("pause", f"Put instance {inst.label} aside and "
-                                                "return to idle."),))
-    return Reply(_header(session, inst, "instance"),
-                 error=f"state machine {inst.machine} is not configured (its file might have "
-                 "errors); fix the config, then resume", events=events)
+    events = EventsList(
+        session.key, (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),)
+    )
+    return Reply(
+        _header(session, inst, "instance"),
+        error=f"state machine {inst.machine} is not configured (its file might have "
+        "errors); fix the config, then resume",
+        events=events,
+    )
 
 
 def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
@@ -66,14 +78,18 @@ def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
     state = machine.states.get(inst.state)
     if state is None:
         fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
-        return Reply(_header(session, inst, machine.kind),
-                     notes=(_gone_note(inst, list(machine.states)),),
-                     events=state_events(machine, fake, inst, session.key,
-                                         only=("pause", "unmatched")))
+        return Reply(
+            _header(session, inst, machine.kind),
+            notes=(_gone_note(inst, list(machine.states)),),
+            events=state_events(machine, fake, inst, session.key, only=("pause", "unmatched")),
+        )
     prompts, failures = entry_prompts(machine, state, host)
-    return Reply(_header(session, inst, machine.kind), trace=tuple(failures),
-                 instructions=tuple(prompts), events=state_events(machine, state, inst,
-                                                                  session.key))
+    return Reply(
+        _header(session, inst, machine.kind),
+        trace=tuple(failures),
+        instructions=tuple(prompts),
+        events=state_events(machine, state, inst, session.key),
+    )
 
 
 class Decision(Enum):
@@ -95,8 +111,9 @@ class StopOutcome(NamedTuple):
 _ALLOW = StopOutcome(Decision.ALLOW, None)
 
 
-def stop(loaded: Loaded, session: Session, continuing: bool | None, reader: Reader,
-         host: Host) -> StopOutcome:
+def stop(
+    loaded: Loaded, session: Session, continuing: bool | None, reader: Reader, host: Host
+) -> StopOutcome:
     """engine.md §9, rules 2 – 7 (rule 1, no session bound, is the hook's)."""
     if session.holding is None:
         return _ALLOW
@@ -106,8 +123,9 @@ def stop(loaded: Loaded, session: Session, continuing: bool | None, reader: Read
         new = session._replace(holding=None, version=session.version + 1, last_active=at)
         sw = SessionWrite(new, False, session.holding, frozenset({"holding", "lastActive"}))
         reply = _idle_reply(loaded, reader, host, new, left)
-        return StopOutcome(Decision.BLOCK, reply, sw,
-                           (AuditRecord(at, "moved", {"message": left}),))
+        return StopOutcome(
+            Decision.BLOCK, reply, sw, (AuditRecord(at, "moved", {"message": left}),)
+        )
     assert inst is not None
     machine = loaded.machines.get(inst.machine)
     if machine is None or session.yielded:
@@ -116,28 +134,36 @@ def stop(loaded: Loaded, session: Session, continuing: bool | None, reader: Read
     if state is None:
         fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
         events = state_events(machine, fake, inst, session.key, only=("pause", "unmatched"))
-        reply = Reply(_header(session, inst, machine.kind),
-                      notes=(_gone_note(inst, list(machine.states)),), events=events)
+        reply = Reply(
+            _header(session, inst, machine.kind),
+            notes=(_gone_note(inst, list(machine.states)),),
+            events=events,
+        )
     else:
-        reply = Reply(_header(session, inst, machine.kind),
-                      events=state_events(machine, state, inst, session.key))
-    detail = {"machine": inst.machine, "state": inst.state, "kind": machine.kind,
-              "label": inst.label}
+        reply = Reply(
+            _header(session, inst, machine.kind),
+            events=state_events(machine, state, inst, session.key),
+        )
+    detail = {
+        "machine": inst.machine,
+        "state": inst.state,
+        "kind": machine.kind,
+        "label": inst.label,
+    }
     if session.blocks >= 1 and (continuing is not False or session.blocks >= 2):
-        return StopOutcome(Decision.RUNAWAY, reply, None,
-                           (AuditRecord(at, "runaway", detail),))
+        return StopOutcome(Decision.RUNAWAY, reply, None, (AuditRecord(at, "runaway", detail),))
     new = session._replace(blocks=session.blocks + 1, version=session.version + 1)
     sw = SessionWrite(new, False, session.holding, frozenset({"blocks"}))
     return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),))
 
 
-def prompt_submitted(session: Session, host: Host) -> tuple[SessionWrite | None,
-                                                             tuple[AuditRecord, ...]]:
+def prompt_submitted(
+    session: Session, host: Host
+) -> tuple[SessionWrite | None, tuple[AuditRecord, ...]]:
     """A user prompt ends a yield and the run of blocks; writes only if that changes something."""
     if not session.yielded and session.blocks == 0:
         return None, ()
     at = iso(host.now())
     new = session._replace(yielded=False, blocks=0, version=session.version + 1)
     sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks"}))
-    return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded,
-                                           "blocks": session.blocks}),)
+    return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded, "blocks": session.blocks}),)

@@ -77,8 +77,11 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     try:
         with open(path, "rb") as f:
             entry: dict[str, Any] = pickle.load(f)
-        if (entry.get("format") == CACHE_FORMAT and entry.get("configs") == configs
-                and _fresh(entry["signatures"], entry["built_ns"])):
+        if (
+            entry.get("format") == CACHE_FORMAT
+            and entry.get("configs") == configs
+            and _fresh(entry["signatures"], entry["built_ns"])
+        ):
             loaded: Loaded = entry["loaded"]
             return loaded
     except Exception:  # a missing, stale or damaged cache is rebuilt
@@ -86,8 +89,13 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     built_ns = time.time_ns()
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
-    entry = {"format": CACHE_FORMAT, "configs": configs, "built_ns": built_ns,
-             "signatures": signatures, "loaded": loaded}
+    entry = {
+        "format": CACHE_FORMAT,
+        "configs": configs,
+        "built_ns": built_ns,
+        "signatures": signatures,
+        "loaded": loaded,
+    }
     try:
         os.makedirs(cache_dir(), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"

@@ -37,20 +37,20 @@ HARNESS_PARTS: dict[str, tuple[str, ...]] = {
 class StoreSpec(NamedTuple):
     """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
 
-    kind: str            # "dir" | "url" | "url-env"
-    value: str           # absolute folder, url, or variable name
+    kind: str  # "dir" | "url" | "url-env"
+    value: str  # absolute folder, url, or variable name
     namespace: str
 
 
 class IdlePrompt(NamedTuple):
     text: str | None
-    file: str | None     # absolute
+    file: str | None  # absolute
     shown: str
 
 
 class ConfigFile(NamedTuple):
     path: str
-    machine_files: tuple[tuple[str, str], ...]     # (absolute path, as written)
+    machine_files: tuple[tuple[str, str], ...]  # (absolute path, as written)
     idle: IdlePrompt | None
     store: StoreSpec
     without: dict[str, tuple[str, ...]]
@@ -65,11 +65,11 @@ class Loaded(NamedTuple):
     """The machines of one set of configs, ready for the engine."""
 
     configs: tuple[str, ...]
-    machines: dict[str, Machine]              # config order
-    stores: dict[str, StoreSpec]              # machine id → its config's store
+    machines: dict[str, Machine]  # config order
+    stores: dict[str, StoreSpec]  # machine id → its config's store
     idle: IdlePrompt | None
     findings: tuple[Finding, ...]
-    files: tuple[str, ...]                    # every file read or looked for (cache key)
+    files: tuple[str, ...]  # every file read or looked for (cache key)
 
 
 def shown_path(path: str, cwd: str | None = None) -> str:
@@ -118,9 +118,16 @@ def find_configs(cwd: str, explicit: str | None) -> tuple[str, ...]:
 _TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)$")
 
 
-def _bad(rule: str, shown: str, message: str, path: tuple[str | int, ...] | None = None,
-         line: int | None = None, col: int | None = None) -> Finding:
-    return Finding.make(rule, shown, message, path=path, line=line, col=col)
+def _bad(
+    rule: str,
+    shown: str,
+    message: str,
+    path: tuple[str | int, ...] | None = None,
+    line: int | None = None,
+    col: int | None = None,
+    hint: str | None = None,
+) -> Finding:
+    return Finding.make(rule, shown, message, path=path, line=line, col=col, hint=hint)
 
 
 def read_config(path: str, cwd: str | None = None) -> ConfigFile:
@@ -135,22 +142,44 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         with open(path, "rb") as f:
             data = tomllib.load(f)
     except OSError as exc:
-        return ConfigFile(path, (), None, default_store, {},
-                          (_bad("CFG-1", shown, f"can't read the config: {exc.strerror}"),))
+        return ConfigFile(
+            path,
+            (),
+            None,
+            default_store,
+            {},
+            (_bad("CFG-1", shown, f"can't read the config: {exc.strerror}"),),
+        )
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = _TOML_POS.search(msg)
         reason = _TOML_POS.sub("", msg).strip()
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        return ConfigFile(path, (), None, default_store, {},
-                          (_bad("CFG-1", shown, f"not valid TOML: {reason}", line=line, col=col),))
+        return ConfigFile(
+            path,
+            (),
+            None,
+            default_store,
+            {},
+            (_bad("CFG-1", shown, f"not valid TOML: {reason}", line=line, col=col),),
+        )
 
-    allowed = {"machines": ("files",), "idle": ("on-enter",),
-               "state": ("dir", "url", "url-env", "namespace"), "harness": ()}
+    allowed = {
+        "machines": ("files",),
+        "idle": ("on-enter",),
+        "state": ("dir", "url", "url-env", "namespace"),
+        "harness": (),
+    }
     for table, value in data.items():
         if table not in allowed:
-            findings.append(_bad("CFG-2", shown, f"unknown key {table} (allowed: "
-                                 + ", ".join(allowed) + ")", (table,)))
+            findings.append(
+                _bad(
+                    "CFG-2",
+                    shown,
+                    f"unknown key {table} (allowed: " + ", ".join(allowed) + ")",
+                    (table,),
+                )
+            )
             continue
         if not isinstance(value, dict):
             findings.append(_bad("CFG-2", shown, f"{table} must be a table", (table,)))
@@ -159,27 +188,44 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             continue
         for key in value:
             if key not in allowed[table]:
-                findings.append(_bad("CFG-2", shown, f"unknown key {table}.{key} (allowed: "
-                                     + ", ".join(allowed[table]) + ")", (table, key)))
+                findings.append(
+                    _bad(
+                        "CFG-2",
+                        shown,
+                        f"unknown key {table}.{key} (allowed: " + ", ".join(allowed[table]) + ")",
+                        (table, key),
+                    )
+                )
 
     files: list[tuple[str, str]] = []
-    raw_files = (data.get("machines") or {}).get("files", []) if isinstance(
-        data.get("machines"), dict) else []
+    raw_files = (
+        (data.get("machines") or {}).get("files", [])
+        if isinstance(data.get("machines"), dict)
+        else []
+    )
     if not isinstance(raw_files, list) or not all(isinstance(x, str) for x in raw_files):
-        findings.append(_bad("CFG-2", shown, "machines.files must be a list of paths",
-                             ("machines", "files")))
+        findings.append(
+            _bad("CFG-2", shown, "machines.files must be a list of paths", ("machines", "files"))
+        )
         raw_files = []
     seen: set[str] = set()
     for index, entry in enumerate(raw_files):
         full = os.path.normpath(os.path.join(folder, entry))
         if full in seen:
-            findings.append(_bad("CFG-12", shown, f"{entry} is listed twice; it is loaded once",
-                                 ("machines", "files", index)))
+            findings.append(
+                _bad(
+                    "CFG-12",
+                    shown,
+                    f"{entry} is listed twice; it is loaded once",
+                    ("machines", "files", index),
+                )
+            )
             continue
         seen.add(full)
         if not os.path.isfile(full):
-            findings.append(_bad("CFG-3", shown, f"no machine file {entry}",
-                                 ("machines", "files", index)))
+            findings.append(
+                _bad("CFG-3", shown, f"no machine file {entry}", ("machines", "files", index))
+            )
             continue
         files.append((full, entry))
 
@@ -187,15 +233,26 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     idle_t = data.get("idle")
     if isinstance(idle_t, dict) and "on-enter" in idle_t:
         value = idle_t["on-enter"]
-        if (not isinstance(value, dict) or set(value) - {"text", "file"}
-                or len(value) != 1 or not isinstance(next(iter(value.values())), str)):
-            findings.append(_bad("CFG-9", shown, "on-enter needs exactly one of text or file",
-                                 ("idle", "on-enter")))
+        if (
+            not isinstance(value, dict)
+            or set(value) - {"text", "file"}
+            or len(value) != 1
+            or not isinstance(next(iter(value.values())), str)
+        ):
+            findings.append(
+                _bad(
+                    "CFG-9",
+                    shown,
+                    "on-enter needs exactly one of text or file",
+                    ("idle", "on-enter"),
+                )
+            )
         elif "text" in value:
             idle = IdlePrompt(value["text"], None, "")
         else:
-            idle = IdlePrompt(None, os.path.normpath(os.path.join(folder, value["file"])),
-                              value["file"])
+            idle = IdlePrompt(
+                None, os.path.normpath(os.path.join(folder, value["file"])), value["file"]
+            )
 
     store = default_store
     state_t = data.get("state")
@@ -203,28 +260,49 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         given = [k for k in ("dir", "url", "url-env") if k in state_t]
         for key in ("dir", "url", "url-env", "namespace"):
             if key in state_t and not isinstance(state_t[key], str):
-                findings.append(_bad("CFG-2", shown, f"state.{key} must be a string",
-                                     ("state", key)))
+                findings.append(
+                    _bad("CFG-2", shown, f"state.{key} must be a string", ("state", key))
+                )
                 given = []
         namespace = state_t.get("namespace", "default")
         if len(given) > 1:
-            findings.append(_bad("CFG-10", shown, "give only one of state.dir, state.url and "
-                                 "state.url-env", ("state",)))
+            findings.append(
+                _bad(
+                    "CFG-10",
+                    shown,
+                    "give only one of state.dir, state.url and state.url-env",
+                    ("state",),
+                )
+            )
         elif "namespace" in state_t and not (set(given) & {"url", "url-env"}):
-            findings.append(_bad("CFG-10", shown, "state.namespace goes with url or url-env",
-                                 ("state", "namespace")))
+            findings.append(
+                _bad(
+                    "CFG-10",
+                    shown,
+                    "state.namespace goes with url or url-env",
+                    ("state", "namespace"),
+                )
+            )
         elif given == ["dir"]:
-            store = StoreSpec("dir", os.path.normpath(os.path.join(folder, state_t["dir"])),
-                              "default")
+            store = StoreSpec(
+                "dir", os.path.normpath(os.path.join(folder, state_t["dir"])), "default"
+            )
         elif given == ["url"]:
             if not str(state_t["url"]).startswith(("postgresql://", "postgres://")):
-                findings.append(_bad("CFG-10", shown, "state.url must be a postgresql:// URL",
-                                     ("state", "url")))
+                findings.append(
+                    _bad("CFG-10", shown, "state.url must be a postgresql:// URL", ("state", "url"))
+                )
             store = StoreSpec("url", state_t["url"], str(namespace))
         elif given == ["url-env"]:
             if not os.environ.get(state_t["url-env"]):
-                findings.append(_bad("CFG-10", shown, f"state.url-env names {state_t['url-env']}, "
-                                     "which is unset or empty", ("state", "url-env")))
+                findings.append(
+                    _bad(
+                        "CFG-10",
+                        shown,
+                        f"state.url-env names {state_t['url-env']}, which is unset or empty",
+                        ("state", "url-env"),
+                    )
+                )
             store = StoreSpec("url-env", state_t["url-env"], str(namespace))
 
     without: dict[str, tuple[str, ...]] = {}
@@ -232,19 +310,38 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     if isinstance(harness_t, dict):
         for name, table in harness_t.items():
             if name not in HARNESS_PARTS:
-                findings.append(_bad("CFG-11", shown, f"no harness {name} (claude, codex, "
-                                     "copilot, opencode, agents)", ("harness", name)))
+                findings.append(
+                    _bad(
+                        "CFG-11",
+                        shown,
+                        f"no harness {name} (claude, codex, copilot, opencode, agents)",
+                        ("harness", name),
+                    )
+                )
                 continue
             parts = table.get("without", []) if isinstance(table, dict) else None
             if not isinstance(parts, list):
-                findings.append(_bad("CFG-2", shown, f"harness.{name}.without must be a list",
-                                     ("harness", name, "without")))
+                findings.append(
+                    _bad(
+                        "CFG-2",
+                        shown,
+                        f"harness.{name}.without must be a list",
+                        ("harness", name, "without"),
+                    )
+                )
                 continue
             for part in parts:
                 if part not in HARNESS_PARTS[name]:
-                    findings.append(_bad("CFG-11", shown, f"{name} has no part {part} (parts: "
-                                         + ", ".join(HARNESS_PARTS[name]) + ")",
-                                         ("harness", name, "without")))
+                    findings.append(
+                        _bad(
+                            "CFG-11",
+                            shown,
+                            f"{name} has no part {part} (parts: "
+                            + ", ".join(HARNESS_PARTS[name])
+                            + ")",
+                            ("harness", name, "without"),
+                        )
+                    )
             without[name] = tuple(str(p) for p in parts)
     return ConfigFile(path, tuple(files), idle, store, without, tuple(findings))
 
@@ -255,7 +352,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
 
     machines: dict[str, Machine] = {}
     stores: dict[str, StoreSpec] = {}
-    owner: dict[str, str] = {}        # machine id → the file that defined it
+    owner: dict[str, str] = {}  # machine id → the file that defined it
     findings: list[Finding] = []
     looked: list[str] = []
     idle: IdlePrompt | None = None
@@ -267,8 +364,14 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
         is_project = cfg is project
         if not cfg.ok:
             if is_project:
-                findings.append(_bad("CFG-7", shown_path(cfg.path, cwd), "the project config has "
-                                     "errors, so no machine is loaded, the user's included"))
+                findings.append(
+                    _bad(
+                        "CFG-7",
+                        shown_path(cfg.path, cwd),
+                        "the project config has "
+                        "errors, so no machine is loaded, the user's included",
+                    )
+                )
                 machines.clear()
                 stores.clear()
             continue
@@ -282,22 +385,39 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             findings.extend(result.findings)
             if result.machine is None:
                 if is_project and result.top_id and result.top_id in machines:
-                    findings.append(_bad("CFG-8", shown, f"the user's machine {result.top_id} is "
-                                         f"not loaded either, because {shown} has errors",
-                                         hint=f"fix {shown}; smllm never falls back to the "
-                                         "user's copy"))
+                    findings.append(
+                        _bad(
+                            "CFG-8",
+                            shown,
+                            f"the user's machine {result.top_id} is "
+                            f"not loaded either, because {shown} has errors",
+                            hint=f"fix {shown}; smllm never falls back to the user's copy",
+                        )
+                    )
                     del machines[result.top_id]
                 continue
             mid = result.machine.id
             if mid in this_config:
-                findings.append(_bad("CFG-4", shown, f"machine {mid} is also defined in "
-                                     f"{shown_path(this_config[mid], cwd)}", ("id",)))
+                findings.append(
+                    _bad(
+                        "CFG-4",
+                        shown,
+                        f"machine {mid} is also defined in {shown_path(this_config[mid], cwd)}",
+                        ("id",),
+                    )
+                )
                 continue
             this_config[mid] = full
             if mid in machines:
                 if is_project:
-                    findings.append(_bad("CFG-6", shown, f"replaces the user's machine {mid} "
-                                         f"({shown_path(owner[mid], cwd)})", ("id",)))
+                    findings.append(
+                        _bad(
+                            "CFG-6",
+                            shown,
+                            f"replaces the user's machine {mid} ({shown_path(owner[mid], cwd)})",
+                            ("id",),
+                        )
+                    )
                 del machines[mid]
             machines[mid] = result.machine
             stores[mid] = cfg.store
@@ -306,8 +426,13 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     for mid in list(machines):
         low = mid.lower()
         if low in lowered:
-            findings.append(_bad("CFG-5", shown_path(owner[mid], cwd),
-                                 f"machine ids {lowered[low]} and {mid} differ only in case",
-                                 ("id",)))
+            findings.append(
+                _bad(
+                    "CFG-5",
+                    shown_path(owner[mid], cwd),
+                    f"machine ids {lowered[low]} and {mid} differ only in case",
+                    ("id",),
+                )
+            )
         lowered[low] = mid
     return Loaded(tuple(configs), machines, stores, idle, tuple(findings), tuple(looked))

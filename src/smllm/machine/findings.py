@@ -35,7 +35,8 @@ HINTS: dict[str, str] = {
     "MCH-7": "keep one non-final fallback state",
     "MCH-8": "move it to the transition of the event that carries the ref",
     "MCH-9": "command takes run, timeoutSecs, cwd; visits takes state, atLeast",
-    "MCH-10": "prompt takes text or file; command takes run, timeoutSecs, cwd; setRef takes nothing",
+    "MCH-10": "prompt takes text or file; command takes run, timeoutSecs, cwd; "
+    "setRef takes nothing",
     "MCH-11": "paths are relative to the machine file's folder",
     "MCH-12": "each entry needs states, and entry or exit",
     "MCH-13": "add a transition to it, mark it meta.entryPoint, or remove it",
@@ -70,12 +71,30 @@ HINTS: dict[str, str] = {
 
 #: The level of each rule whose level isn't "error".
 LEVELS: dict[str, str] = {
-    "CFG-6": "info", "CFG-7": "warning", "CFG-8": "warning", "CFG-12": "warning",
-    "MCH-13": "warning", "MCH-14": "warning", "MCH-15": "warning", "MCH-16": "warning",
-    "MCH-17": "warning", "MCH-18": "info", "MCH-19": "warning", "EVT-7": "warning",
-    "EVT-10": "warning", "EVT-12": "info", "AGT-1": "warning", "AGT-3": "warning",
-    "AGT-4": "warning", "AGT-5": "info", "INS-1": "warning", "INS-2": "warning",
-    "INS-3": "info", "INS-4": "warning", "INS-5": "warning", "INS-6": "info",
+    "CFG-6": "info",
+    "CFG-7": "warning",
+    "CFG-8": "warning",
+    "CFG-12": "warning",
+    "MCH-13": "warning",
+    "MCH-14": "warning",
+    "MCH-15": "warning",
+    "MCH-16": "warning",
+    "MCH-17": "warning",
+    "MCH-18": "info",
+    "MCH-19": "warning",
+    "EVT-7": "warning",
+    "EVT-10": "warning",
+    "EVT-12": "info",
+    "AGT-1": "warning",
+    "AGT-3": "warning",
+    "AGT-4": "warning",
+    "AGT-5": "info",
+    "INS-1": "warning",
+    "INS-2": "warning",
+    "INS-3": "info",
+    "INS-4": "warning",
+    "INS-5": "warning",
+    "INS-6": "info",
 }
 
 
@@ -103,12 +122,27 @@ class Finding(NamedTuple):
     hint: str | None
 
     @classmethod
-    def make(cls, rule: str, file: str, message: str, *, path: Path_ | None = None,
-             line: int | None = None, col: int | None = None,
-             hint: str | None = None) -> Finding:
-        return cls(rule, LEVELS.get(rule, "error"), file, line, col,
-                   format_path(path) if path else None, message,
-                   hint if hint is not None else HINTS.get(rule))
+    def make(
+        cls,
+        rule: str,
+        file: str,
+        message: str,
+        *,
+        path: Path_ | None = None,
+        line: int | None = None,
+        col: int | None = None,
+        hint: str | None = None,
+    ) -> Finding:
+        return cls(
+            rule,
+            LEVELS.get(rule, "error"),
+            file,
+            line,
+            col,
+            format_path(path) if path else None,
+            message,
+            hint if hint is not None else HINTS.get(rule),
+        )
 
     def location(self) -> str:
         """`FILE:LINE:COL` as the loader's error lines and `validate` print it."""

@@ -34,7 +34,7 @@ Path_ = tuple[str | int, ...]
 class LoadResult(NamedTuple):
     machine: Machine | None
     findings: list[Finding]
-    top_id: str | None          # the file's top-level `id:`, even when it has errors (CFG-8)
+    top_id: str | None  # the file's top-level `id:`, even when it has errors (CFG-8)
 
 
 def normalise_prompt(text: str) -> str:
@@ -48,8 +48,9 @@ def load_machine_file(path: str, shown: str) -> LoadResult:
         with open(path, "rb") as f:
             source = f.read()
     except OSError as exc:
-        return LoadResult(None, [Finding.make("FMT-1", shown, f"can't read the file: {exc.strerror}")],
-                          None)
+        return LoadResult(
+            None, [Finding.make("FMT-1", shown, f"can't read the file: {exc.strerror}")], None
+        )
     return load_machine_source(source, path, shown)
 
 
@@ -60,8 +61,11 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
         doc = load_yaml(source)
     except YamlError as exc:
         line, col = (exc.pos.line, exc.pos.col) if exc.pos else (None, None)
-        return LoadResult(None, [Finding.make("FMT-1", shown, f"not valid YAML: {exc.reason}",
-                                              line=line, col=col)], None)
+        return LoadResult(
+            None,
+            [Finding.make("FMT-1", shown, f"not valid YAML: {exc.reason}", line=line, col=col)],
+            None,
+        )
     builder = _Builder(doc, path, shown)
     machine = builder.build()
     top = doc.data.get("id")
@@ -90,11 +94,13 @@ class _Builder:
                 return None, None
             probe = probe[:-1]
 
-    def add(self, rule: str, path: Path_, message: str, *, at_key: bool = False,
-            hint: str | None = None) -> None:
+    def add(
+        self, rule: str, path: Path_, message: str, *, at_key: bool = False, hint: str | None = None
+    ) -> None:
         line, col = self.pos(path, at_key)
-        self.findings.append(Finding.make(rule, self.shown, message, path=path, line=line, col=col,
-                                          hint=hint))
+        self.findings.append(
+            Finding.make(rule, self.shown, message, path=path, line=line, col=col, hint=hint)
+        )
 
     def errors(self) -> bool:
         return any(f.level == "error" for f in self.findings)
@@ -106,8 +112,12 @@ class _Builder:
         from .shape import check_shape
 
         for dup in self.doc.duplicates:
-            self.add("FMT-2", dup.path, f"{dup.path[-1]} is repeated (first at line "
-                     f"{dup.first_line})", at_key=True)
+            self.add(
+                "FMT-2",
+                dup.path,
+                f"{dup.path[-1]} is repeated (first at line {dup.first_line})",
+                at_key=True,
+            )
         for issue in check_shape(machine_schema(), self.data):
             rule, message = issue.rule, issue.message
             if issue.path[:2] == ("meta", "events") and issue.path[-1:] == ("source",):
@@ -124,16 +134,23 @@ class _Builder:
         ref = inst.get("ref") or {}
         ref_spec = RefSpec(ref.get("param") or "ref", ref.get("pattern"), ref.get("description"))
         if ref_spec.param in ("stateMachine", "state"):
-            self.add("EVT-6", ("meta", "instance", "ref", "param"),
-                     f"the ref param can't be named {ref_spec.param}")
+            self.add(
+                "EVT-6",
+                ("meta", "instance", "ref", "param"),
+                f"the ref param can't be named {ref_spec.param}",
+            )
         if ref_spec.pattern is not None:
             self.check_pattern(ref_spec.pattern, ("meta", "instance", "ref", "pattern"))
         states_data: dict[str, Any] = data["states"]
         names = list(states_data)
         self.state_names = names
         if data["initial"] not in states_data:
-            self.add("MCH-1", ("initial",), f"initial state {data['initial']} doesn't exist",
-                     hint="name one of: " + ", ".join(names))
+            self.add(
+                "MCH-1",
+                ("initial",),
+                f"initial state {data['initial']} doesn't exist",
+                hint="name one of: " + ", ".join(names),
+            )
         events = self.read_events(meta.get("events") or {})
         shared = self.read_shared(meta.get("sharedActions") or [])
         states: dict[str, State] = {}
@@ -141,11 +158,17 @@ class _Builder:
             states[name] = self.read_state(name, sdata or {}, events, ref_spec)
         fallbacks = [s.name for s in states.values() if s.fallback]
         for extra in fallbacks[1:]:
-            self.add("MCH-7", ("states", extra, "meta", "fallback"),
-                     f"{extra} is also a fallback state (first: {fallbacks[0]})")
+            self.add(
+                "MCH-7",
+                ("states", extra, "meta", "fallback"),
+                f"{extra} is also a fallback state (first: {fallbacks[0]})",
+            )
         if fallbacks and states[fallbacks[0]].final:
-            self.add("MCH-7", ("states", fallbacks[0], "meta", "fallback"),
-                     "the fallback state can't be final")
+            self.add(
+                "MCH-7",
+                ("states", fallbacks[0], "meta", "fallback"),
+                "the fallback state can't be final",
+            )
         self.check_always_loops(states)
         if self.errors():
             return None
@@ -178,9 +201,12 @@ class _Builder:
             if name in BUILTIN_EVENTS:
                 for key in ("params", "source"):
                     if edata.get(key) is not None:
-                        self.add("AGT-2", (*path, key), f"built-in event {name} can only get a "
-                                 "description", hint=f"remove {key}; smllm fixes the params and "
-                                 "source of built-ins")
+                        self.add(
+                            "AGT-2",
+                            (*path, key),
+                            f"built-in event {name} can only get a description",
+                            hint=f"remove {key}; smllm fixes the params and source of built-ins",
+                        )
             specs: tuple[ParamSpec, ...] = ()
             defs = None
             if edata.get("params") is not None and name not in BUILTIN_EVENTS:
@@ -191,12 +217,15 @@ class _Builder:
                 for spec in specs:
                     env = env_name(spec.name)
                     if env in seen:
-                        self.add("EVT-4", (*path, "params", "properties", spec.name),
-                                 f"params {seen[env]} and {spec.name} both become "
-                                 f"SMLLM_PARAM_{env}")
+                        self.add(
+                            "EVT-4",
+                            (*path, "params", "properties", spec.name),
+                            f"params {seen[env]} and {spec.name} both become SMLLM_PARAM_{env}",
+                        )
                     seen[env] = spec.name
-            out[name] = EventDef(name, edata.get("description"), edata.get("source") or "agent",
-                                 specs, defs)
+            out[name] = EventDef(
+                name, edata.get("description"), edata.get("source") or "agent", specs, defs
+            )
         return out
 
     def read_shared(self, data: list[Any]) -> tuple[Shared, ...]:
@@ -208,45 +237,58 @@ class _Builder:
                 self.add("MCH-12", (*path, "states"), "states must name at least one state")
             for i, state in enumerate(states):
                 if state not in self.state_names:
-                    self.add("MCH-12", (*path, "states", i), f"no state named {state}",
-                             hint="name one of: " + ", ".join(self.state_names))
+                    self.add(
+                        "MCH-12",
+                        (*path, "states", i),
+                        f"no state named {state}",
+                        hint="name one of: " + ", ".join(self.state_names),
+                    )
             if entry.get("entry") is None and entry.get("exit") is None:
                 self.add("MCH-12", path, "a sharedActions entry needs entry or exit")
-            out.append(Shared(
-                index=index,
-                states=frozenset(states),
-                before=entry.get("position") == "before",
-                entry=self.read_actions(entry.get("entry"), (*path, "entry"), allow_ref=False),
-                exit=self.read_actions(entry.get("exit"), (*path, "exit"), allow_ref=False),
-            ))
+            out.append(
+                Shared(
+                    number=index,
+                    states=frozenset(states),
+                    before=entry.get("position") == "before",
+                    entry=self.read_actions(entry.get("entry"), (*path, "entry"), allow_ref=False),
+                    exit=self.read_actions(entry.get("exit"), (*path, "exit"), allow_ref=False),
+                )
+            )
         return tuple(out)
 
-    def read_state(self, name: str, data: dict[str, Any], events: dict[str, EventDef],
-                   ref: RefSpec) -> State:
+    def read_state(
+        self, name: str, data: dict[str, Any], events: dict[str, EventDef], ref: RefSpec
+    ) -> State:
         path: Path_ = ("states", name)
         meta = data.get("meta") or {}
         final = data.get("type") == "final"
         for key in ("on", "always"):
             if final and data.get(key) is not None:
-                self.add("MCH-6", (*path, key), f"final state {name} can't have {key}",
-                         hint=f"remove {key}, or drop type: final")
+                self.add(
+                    "MCH-6",
+                    (*path, key),
+                    f"final state {name} can't have {key}",
+                    hint=f"remove {key}, or drop type: final",
+                )
         entry = self.read_actions(data.get("entry"), (*path, "entry"), allow_ref=False)
         exit_ = self.read_actions(data.get("exit"), (*path, "exit"), allow_ref=False)
         on: dict[str, tuple[Transition, ...]] = {}
         for event, tdata in (data.get("on") or {}).items():
             if event in BUILTIN_EVENTS:
-                self.add("EVT-5", (*path, "on", event), f"{event} is a built-in event",
-                         at_key=True)
+                self.add("EVT-5", (*path, "on", event), f"{event} is a built-in event", at_key=True)
                 continue
             on[event] = self.read_transitions(tdata, (*path, "on", event), event, name)
-        always = ()
+        always: tuple[Transition, ...] = ()
         if data.get("always") is not None:
             always = self.read_transitions(data["always"], (*path, "always"), "always", name)
             for index, t in enumerate(always):
                 if t.target is None or t.target == name:
-                    self.add("MCH-5", self.candidate_path((*path, "always"), data["always"], index),
-                             "an always transition must lead to another state",
-                             hint=f"give it a target other than {name}")
+                    self.add(
+                        "MCH-5",
+                        self.candidate_path((*path, "always"), data["always"], index),
+                        "an always transition must lead to another state",
+                        hint=f"give it a target other than {name}",
+                    )
         params: dict[str, tuple[ParamSpec, ...]] = {}
         for event, candidates in on.items():
             ev = events.get(event)
@@ -254,11 +296,16 @@ class _Builder:
             if any(t.set_ref for t in candidates):
                 own = next((p for p in declared if p.name == ref.param), None)
                 if own is None:
-                    declared = (*declared, ref_param_spec(ref.param, ref.pattern,
-                                                          ref.description, True))
+                    declared = (
+                        *declared,
+                        ref_param_spec(ref.param, ref.pattern, ref.description, True),
+                    )
                 elif not own.is_string:
-                    self.add("EVT-8", ("meta", "events", event, "params", "properties", ref.param),
-                             f"the ref param {ref.param} of {event} must be a string param")
+                    self.add(
+                        "EVT-8",
+                        ("meta", "events", event, "params", "properties", ref.param),
+                        f"the ref param {ref.param} of {event} must be a string param",
+                    )
             params[event] = declared
         descs = meta.get("paramDescriptions") or {}
         for event, pdescs in descs.items():
@@ -267,23 +314,33 @@ class _Builder:
             elif event in on:
                 taken = [p.name for p in params[event]]
             else:
-                self.add("EVT-9", (*path, "meta", "paramDescriptions", event),
-                         f"{name} doesn't offer {event}", at_key=True)
+                self.add(
+                    "EVT-9",
+                    (*path, "meta", "paramDescriptions", event),
+                    f"{name} doesn't offer {event}",
+                    at_key=True,
+                )
                 continue
             for pname in pdescs:
                 if pname not in taken:
-                    self.add("EVT-9", (*path, "meta", "paramDescriptions", event, pname),
-                             f"{event} has no param {pname}", at_key=True)
+                    self.add(
+                        "EVT-9",
+                        (*path, "meta", "paramDescriptions", event, pname),
+                        f"{event} has no param {pname}",
+                        at_key=True,
+                    )
         if isinstance(descs.get("yield"), dict) and "note" in descs["yield"]:
             params["yield"] = (ref_param_spec("note", None, descs["yield"]["note"], False),)
         for event, specs in params.items():
             rewords = descs.get(event) or {}
             if rewords:
-                params[event] = tuple(s._replace(description=rewords.get(s.name, s.description))
-                                      for s in specs)
+                params[event] = tuple(
+                    s._replace(description=rewords.get(s.name, s.description)) for s in specs
+                )
         has_prompt = any(a.kind == "prompt" for a in entry)
-        implied = None if has_prompt else os.path.join(os.path.dirname(self.path),
-                                                       f"enter-{name}.md")
+        implied = (
+            None if has_prompt else os.path.join(os.path.dirname(self.path), f"enter-{name}.md")
+        )
         return State(
             name=name,
             final=final,
@@ -301,8 +358,9 @@ class _Builder:
     def candidate_path(path: Path_, data: Any, index: int) -> Path_:
         return (*path, index) if isinstance(data, list) else path
 
-    def read_transitions(self, data: Any, path: Path_, event: str,
-                         source: str) -> tuple[Transition, ...]:
+    def read_transitions(
+        self, data: Any, path: Path_, event: str, source: str
+    ) -> tuple[Transition, ...]:
         items = data if isinstance(data, list) else [data]
         out = []
         for index, item in enumerate(items):
@@ -311,29 +369,43 @@ class _Builder:
                 item = {"target": item}
             target = item.get("target")
             if target is not None and target not in self.state_names:
-                self.add("MCH-2", (*ipath, "target") if (*ipath, "target") in self.doc.value_pos
-                         else ipath, f"no state named {target}",
-                         hint="name one of: " + ", ".join(self.state_names))
+                self.add(
+                    "MCH-2",
+                    (*ipath, "target") if (*ipath, "target") in self.doc.value_pos else ipath,
+                    f"no state named {target}",
+                    hint="name one of: " + ", ".join(self.state_names),
+                )
             guard = None
             if item.get("guard") is not None:
                 guard = self.read_guard(item["guard"], (*ipath, "guard"))
-            actions = self.read_actions(item.get("actions"), (*ipath, "actions"),
-                                        allow_ref=event != "always")
-            out.append(Transition(target, guard, actions, bool(item.get("reenter")),
-                                  item.get("description")))
+            actions = self.read_actions(
+                item.get("actions"), (*ipath, "actions"), allow_ref=event != "always"
+            )
+            out.append(
+                Transition(
+                    target, guard, actions, bool(item.get("reenter")), item.get("description")
+                )
+            )
         if out and out[-1].guard is not None:
             last = self.candidate_path(path, data, len(items) - 1)
-            self.add("MCH-3", (*last, "guard"), f"the last candidate of {event} has a guard",
-                     hint="add an unguarded last candidate, e.g. { target: "
-                     f"{source}, reenter: true }}")
+            self.add(
+                "MCH-3",
+                (*last, "guard"),
+                f"the last candidate of {event} has a guard",
+                hint=f"add an unguarded last candidate, e.g. {{ target: {source}, reenter: true }}",
+            )
         return tuple(out)
 
     def read_command(self, params: dict[str, Any], path: Path_, rule: str) -> Command | None:
         ok = True
         for key in params:
             if key not in ("run", "timeoutSecs", "cwd"):
-                self.add(rule, (*path, key), f"command has no param {key} (params: run, "
-                         "timeoutSecs, cwd)", at_key=True)
+                self.add(
+                    rule,
+                    (*path, key),
+                    f"command has no param {key} (params: run, timeoutSecs, cwd)",
+                    at_key=True,
+                )
                 ok = False
         run = params.get("run")
         if isinstance(run, list) and run and all(isinstance(r, str) for r in run):
@@ -341,8 +413,11 @@ class _Builder:
         elif isinstance(run, str) and run.strip():
             run_v = run
         else:
-            self.add(rule, (*path, "run") if run is not None else path,
-                     "command needs run: a non-empty string or a non-empty list of strings")
+            self.add(
+                rule,
+                (*path, "run") if run is not None else path,
+                "command needs run: a non-empty string or a non-empty list of strings",
+            )
             return None
         timeout = params.get("timeoutSecs", DEFAULT_TIMEOUT_SECS)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
@@ -353,8 +428,16 @@ class _Builder:
             self.add(rule, (*path, "cwd"), "cwd must be a string")
             return None
         text = str(timeout)
-        return Command(run_v, float(timeout), text,
-                       os.path.normpath(os.path.join(self.dir, cwd)) if cwd else None) if ok else None
+        return (
+            Command(
+                run_v,
+                float(timeout),
+                text,
+                os.path.normpath(os.path.join(self.dir, cwd)) if cwd else None,
+            )
+            if ok
+            else None
+        )
 
     def read_guard(self, data: dict[str, Any], path: Path_) -> Guard | None:
         kind = data.get("type")
@@ -366,21 +449,32 @@ class _Builder:
         if kind == "visits":
             for key in params:
                 if key not in ("state", "atLeast"):
-                    self.add("MCH-9", (*ppath, key), f"visits has no param {key} (params: state, "
-                             "atLeast)", at_key=True)
+                    self.add(
+                        "MCH-9",
+                        (*ppath, key),
+                        f"visits has no param {key} (params: state, atLeast)",
+                        at_key=True,
+                    )
             state = params.get("state")
             at_least = params.get("atLeast")
             if state not in self.state_names:
-                self.add("MCH-9", (*ppath, "state") if state is not None else ppath,
-                         f"visits needs state: an existing state (got {state})",
-                         hint="name one of: " + ", ".join(self.state_names))
+                self.add(
+                    "MCH-9",
+                    (*ppath, "state") if state is not None else ppath,
+                    f"visits needs state: an existing state (got {state})",
+                    hint="name one of: " + ", ".join(self.state_names),
+                )
             if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 1:
-                self.add("MCH-9", (*ppath, "atLeast") if at_least is not None else ppath,
-                         "visits needs atLeast: an integer ≥ 1")
+                self.add(
+                    "MCH-9",
+                    (*ppath, "atLeast") if at_least is not None else ppath,
+                    "visits needs atLeast: an integer ≥ 1",
+                )
                 return None
             return Guard("visits", state=str(state), at_least=at_least)
-        self.add("MCH-9", (*path, "type"), f"guard type {kind} doesn't exist (types: command, "
-                 "visits)")
+        self.add(
+            "MCH-9", (*path, "type"), f"guard type {kind} doesn't exist (types: command, visits)"
+        )
         return None
 
     def read_actions(self, data: Any, path: Path_, allow_ref: bool) -> tuple[Action, ...]:
@@ -409,16 +503,23 @@ class _Builder:
                 if cmd:
                     out.append(Action("command", command=cmd))
             else:
-                self.add("MCH-10", (*ipath, "type"), f"action type {kind} doesn't exist (types: "
-                         "prompt, command, setRef)")
+                self.add(
+                    "MCH-10",
+                    (*ipath, "type"),
+                    f"action type {kind} doesn't exist (types: prompt, command, setRef)",
+                )
         return tuple(out)
 
     def read_prompt(self, params: dict[str, Any], path: Path_) -> Action | None:
         text, file = params.get("text"), params.get("file")
         for key in params:
             if key not in ("text", "file"):
-                self.add("MCH-10", (*path, key), f"prompt has no param {key} (params: text, file)",
-                         at_key=True)
+                self.add(
+                    "MCH-10",
+                    (*path, key),
+                    f"prompt has no param {key} (params: text, file)",
+                    at_key=True,
+                )
         if (text is None) == (file is None):
             self.add("MCH-10", path, "a prompt needs exactly one of text or file")
             return None
@@ -430,8 +531,9 @@ class _Builder:
         if not isinstance(file, str) or not file:
             self.add("MCH-10", (*path, "file"), "file must be a path")
             return None
-        return Action("prompt", file=os.path.normpath(os.path.join(self.dir, file)),
-                      file_shown=file)
+        return Action(
+            "prompt", file=os.path.normpath(os.path.join(self.dir, file)), file_shown=file
+        )
 
     def check_always_loops(self, states: dict[str, State]) -> None:
         edges = {n: [t.target for t in s.always if t.target in states] for n, s in states.items()}
@@ -448,8 +550,11 @@ class _Builder:
                     if nxt == start:
                         loop = [*trail, start]
                         reported.update(loop)
-                        self.add("MCH-4", ("states", start, "always"),
-                                 "always transitions loop: " + " → ".join(loop))
+                        self.add(
+                            "MCH-4",
+                            ("states", start, "always"),
+                            "always transitions loop: " + " → ".join(loop),
+                        )
                         stack.clear()
                         break
                     if nxt not in trail:

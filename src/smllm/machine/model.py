@@ -35,8 +35,8 @@ class Command(NamedTuple):
 
     run: str | tuple[str, ...]
     timeout: float
-    timeout_text: str        # as the author wrote it, for "timed out after Ns"
-    cwd: str | None          # absolute, resolved against the machine file's folder
+    timeout_text: str  # as the author wrote it, for "timed out after Ns"
+    cwd: str | None  # absolute, resolved against the machine file's folder
 
     def shown(self) -> str:
         """RUN as the trace shows it: the string, or `[a, b, c]`."""
@@ -46,19 +46,19 @@ class Command(NamedTuple):
 
 
 class Guard(NamedTuple):
-    kind: str                        # "command" | "visits"
+    kind: str  # "command" | "visits"
     command: Command | None = None
-    state: str = ""                  # visits
-    at_least: int = 0                # visits
+    state: str = ""  # visits
+    at_least: int = 0  # visits
 
 
 class Action(NamedTuple):
-    kind: str                        # "prompt" | "command" | "setRef"
-    text: str | None = None          # prompt text (normalised)
-    file: str | None = None          # prompt file, absolute
-    file_shown: str = ""             # prompt file as written, for "Prompt failed: FILE"
+    kind: str  # "prompt" | "command" | "setRef"
+    text: str | None = None  # prompt text (normalised)
+    file: str | None = None  # prompt file, absolute
+    file_shown: str = ""  # prompt file as written, for "Prompt failed: FILE"
     command: Command | None = None
-    optional: bool = False           # the implied enter-STATE.md: its absence is silent
+    optional: bool = False  # the implied enter-STATE.md: its absence is silent
 
 
 class Transition(NamedTuple):
@@ -78,25 +78,25 @@ class ParamSpec(NamedTuple):
 
     name: str
     required: bool
-    is_string: bool                  # a string param, else a JSON param
+    is_string: bool  # a string param, else a JSON param
     enum: tuple[str, ...] | None
     pattern: str | None
     description: str | None
-    schema: dict[str, Any]           # the property's own schema
-    schema_shown: str | None         # compact sorted JSON when it says more than its type
-    plain: bool                      # a string param that uses only description/enum/pattern
+    schema: dict[str, Any]  # the property's own schema
+    schema_shown: str | None  # compact sorted JSON when it says more than its type
+    plain: bool  # a string param that uses only description/enum/pattern
 
 
 class EventDef(NamedTuple):
     name: str
     description: str | None
-    source: str                      # "agent" | "host"
-    params: tuple[ParamSpec, ...]    # declared params, in declaration order
-    defs: dict[str, Any] | None      # the params object's $defs, for $ref
+    source: str  # "agent" | "host"
+    params: tuple[ParamSpec, ...]  # declared params, in declaration order
+    defs: dict[str, Any] | None  # the params object's $defs, for $ref
 
 
 class Shared(NamedTuple):
-    index: int
+    number: int  # position in meta.sharedActions, for failure lines
     states: frozenset[str]
     before: bool
     entry: tuple[Action, ...]
@@ -110,10 +110,10 @@ class State(NamedTuple):
     fallback: bool
     entry: tuple[Action, ...]
     exit: tuple[Action, ...]
-    on: dict[str, tuple[Transition, ...]]        # file order
+    on: dict[str, tuple[Transition, ...]]  # file order
     always: tuple[Transition, ...]
-    params: dict[str, tuple[ParamSpec, ...]]     # event → params in this state (implied ref too)
-    implied_prompt: str | None                   # absolute path of enter-STATE.md, when used
+    params: dict[str, tuple[ParamSpec, ...]]  # event → params in this state (implied ref too)
+    implied_prompt: str | None  # absolute path of enter-STATE.md, when used
 
 
 class RefSpec(NamedTuple):
@@ -131,7 +131,7 @@ class Machine(NamedTuple):
     events: dict[str, EventDef]
     states: dict[str, State]
     shared: tuple[Shared, ...]
-    file: str                        # absolute path of the machine file
+    file: str  # absolute path of the machine file
     fallback: str | None
 
     def entry_points(self) -> list[str]:

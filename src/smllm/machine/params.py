@@ -22,22 +22,85 @@ _PARAMS_KEYS = ("type", "properties", "required", "$defs")
 # Keywords of the draft 2020-12 vocabularies (core, applicator, unevaluated, validation,
 # meta-data, format-annotation, content): anything else is a typo such as `enums` (EVT-1).
 _KEYWORDS = frozenset(
-    "$schema $id $ref $anchor $dynamicRef $dynamicAnchor $vocabulary $comment $defs "
-    "allOf anyOf oneOf not if then else dependentSchemas prefixItems items contains "
-    "properties patternProperties additionalProperties propertyNames "
-    "unevaluatedItems unevaluatedProperties type const enum multipleOf maximum "
-    "exclusiveMaximum minimum exclusiveMinimum maxLength minLength pattern maxItems "
-    "minItems uniqueItems maxContains minContains maxProperties minProperties required "
-    "dependentRequired title description default deprecated readOnly writeOnly examples "
-    "format contentEncoding contentMediaType contentSchema".split()
+    [
+        "$schema",
+        "$id",
+        "$ref",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$vocabulary",
+        "$comment",
+        "$defs",
+        "allOf",
+        "anyOf",
+        "oneOf",
+        "not",
+        "if",
+        "then",
+        "else",
+        "dependentSchemas",
+        "prefixItems",
+        "items",
+        "contains",
+        "properties",
+        "patternProperties",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "type",
+        "const",
+        "enum",
+        "multipleOf",
+        "maximum",
+        "exclusiveMaximum",
+        "minimum",
+        "exclusiveMinimum",
+        "maxLength",
+        "minLength",
+        "pattern",
+        "maxItems",
+        "minItems",
+        "uniqueItems",
+        "maxContains",
+        "minContains",
+        "maxProperties",
+        "minProperties",
+        "required",
+        "dependentRequired",
+        "title",
+        "description",
+        "default",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "examples",
+        "format",
+        "contentEncoding",
+        "contentMediaType",
+        "contentSchema",
+    ]
 )
 _SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
 _SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_SCHEMA_ONE = frozenset({"not", "if", "then", "else", "items", "contains", "additionalProperties",
-                         "propertyNames", "unevaluatedItems", "unevaluatedProperties",
-                         "contentSchema"})
+_SCHEMA_ONE = frozenset(
+    {
+        "not",
+        "if",
+        "then",
+        "else",
+        "items",
+        "contains",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedItems",
+        "unevaluatedProperties",
+        "contentSchema",
+    }
+)
 
-Problem = tuple[tuple[str | int, ...], str, str]   # (path inside params, rule, message)
+Problem = tuple[tuple[str | int, ...], str, str]  # (path inside params, rule, message)
 
 
 def env_name(param: str) -> str:
@@ -117,24 +180,30 @@ def _spec(name: str, schema: dict[str, Any], required: bool) -> ParamSpec:
     )
 
 
-def ref_param_spec(name: str, pattern: str | None, description: str | None,
-                   required: bool) -> ParamSpec:
+def ref_param_spec(
+    name: str, pattern: str | None, description: str | None, required: bool
+) -> ParamSpec:
     schema: dict[str, Any] = {"type": "string"}
     if pattern is not None:
         schema["pattern"] = pattern
     return ParamSpec(name, required, True, None, pattern, description, schema, None, True)
 
 
-def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | None,
-                                      list[Problem]]:
+def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | None, list[Problem]]:
     """Read one `params` object: its specs in declaration order, its $defs, its problems."""
     problems: list[Problem] = []
     if not isinstance(params, dict):
         return (), None, [((), "EVT-1", "params must be a mapping (a JSON Schema object)")]
     for key in params:
         if key not in _PARAMS_KEYS:
-            problems.append(((key,), "EVT-1", f"params can't have {key} (allowed: type, "
-                             "properties, required, $defs); the params object is always closed"))
+            problems.append(
+                (
+                    (key,),
+                    "EVT-1",
+                    f"params can't have {key} (allowed: type, "
+                    "properties, required, $defs); the params object is always closed",
+                )
+            )
     if params.get("type", "object") != "object":
         problems.append((("type",), "EVT-1", "params type must be object"))
     props = params.get("properties") or {}
@@ -157,8 +226,9 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
     for name, schema in props.items():
         path: tuple[str | int, ...] = ("properties", name)
         if not re.search(NAME_PATTERNS["param"], name):
-            problems.append((path, "FMT-7", f"param name {name} must match "
-                             f"{NAME_PATTERNS['param']}"))
+            problems.append(
+                (path, "FMT-7", f"param name {name} must match {NAME_PATTERNS['param']}")
+            )
             continue
         if not isinstance(schema, dict):
             if not isinstance(schema, bool):
@@ -180,7 +250,9 @@ def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
 
     out: list[Problem] = []
     for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
-        out.append((tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}"))
+        out.append(
+            (tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}")
+        )
     return out
 
 
@@ -195,12 +267,15 @@ def _validator_for(schema: dict[str, Any]) -> Any:
 
             yield ValidationError(f"{instance!r} does not match {patrn!r}")
 
-    kind = validators.extend(Draft202012Validator, {"pattern": pattern})
+    kind = validators.extend(  # type: ignore[no-untyped-call]
+        Draft202012Validator, {"pattern": pattern}
+    )
     return kind(schema)
 
 
-def json_param_errors(spec: ParamSpec, defs: dict[str, Any] | None,
-                      value: Any, limit: int = 10) -> tuple[list[str], int]:
+def json_param_errors(
+    spec: ParamSpec, defs: dict[str, Any] | None, value: Any, limit: int = 10
+) -> tuple[list[str], int]:
     """Sentences `At PATH: ERROR` for a value failing its schema, ordered by path, and how many
     more there were beyond `limit`."""
     schema = dict(spec.schema)
@@ -209,12 +284,16 @@ def json_param_errors(spec: ParamSpec, defs: dict[str, Any] | None,
     first: dict[tuple[Any, ...], str] = {}
     for error in _validator_for(schema).iter_errors(value):
         _collect(error, first)
-    keys = sorted(first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x)
-                                             for x in p))
+    keys = sorted(
+        first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x) for x in p)
+    )
     out = []
     for path in keys[:limit]:
-        where = "the root" if not path else "/" + "/".join(
-            str(p).replace("~", "~0").replace("/", "~1") for p in path)
+        where = (
+            "the root"
+            if not path
+            else "/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
+        )
         out.append(f"At {where}: {first[path]}")
     return out, max(0, len(keys) - limit)
 
@@ -222,4 +301,3 @@ def json_param_errors(spec: ParamSpec, defs: dict[str, Any] | None,
 def _collect(error: Any, first: dict[tuple[Any, ...], str]) -> None:
     path = tuple(error.absolute_path)
     first.setdefault(path, error.message)
-

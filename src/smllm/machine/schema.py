@@ -28,12 +28,36 @@ NAME_PATTERNS: dict[str, str] = {
 #: machine-format.md §2.10: XState keys that smllm v1 refuses with FMT-6, per place.
 UNSUPPORTED: dict[str, tuple[str, ...]] = {
     "machine": (
-        "on", "entry", "exit", "always", "context", "types", "schemas", "input",
-        "version", "output", "invoke", "after", "tags", "onDone", "type", "predictableActionArguments",
+        "on",
+        "entry",
+        "exit",
+        "always",
+        "context",
+        "types",
+        "schemas",
+        "input",
+        "version",
+        "output",
+        "invoke",
+        "after",
+        "tags",
+        "onDone",
+        "type",
+        "predictableActionArguments",
     ),
     "state": (
-        "states", "initial", "after", "invoke", "tags", "onDone", "output", "context", "history",
-        "target", "id", "order",
+        "states",
+        "initial",
+        "after",
+        "invoke",
+        "tags",
+        "onDone",
+        "output",
+        "context",
+        "history",
+        "target",
+        "id",
+        "order",
     ),
     "transition": ("internal", "in", "cond"),
 }
@@ -62,8 +86,9 @@ _CWD: dict[str, Any] = {
 }
 
 
-def _obj(props: dict[str, Any], required: list[str] | None = None, desc: str = "",
-         **extra: Any) -> dict[str, Any]:
+def _obj(
+    props: dict[str, Any], required: list[str] | None = None, desc: str = "", **extra: Any
+) -> dict[str, Any]:
     out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         out["required"] = required
@@ -83,8 +108,7 @@ def _one_or_list(ref: str, desc: str) -> dict[str, Any]:
 def machine_schema() -> dict[str, Any]:
     """Return a fresh copy of the machine-file schema."""
     defs: dict[str, Any] = {
-        "stateName": {"type": "string", "pattern": NAME_PATTERNS["state"],
-                      "x-smllm-name": "state"},
+        "stateName": {"type": "string", "pattern": NAME_PATTERNS["state"], "x-smllm-name": "state"},
         "commandParams": _obj(
             {"run": _RUN, "timeoutSecs": _TIMEOUT, "cwd": _CWD},
             ["run"],
@@ -101,12 +125,17 @@ def machine_schema() -> dict[str, Any]:
         ),
         "action": {
             "anyOf": [
-                {"const": "setRef", "type": "string",
-                 "description": "Set the instance's ref from the event's ref param."},
+                {
+                    "const": "setRef",
+                    "type": "string",
+                    "description": "Set the instance's ref from the event's ref param.",
+                },
                 _obj(
                     {
-                        "type": {"enum": ["prompt", "command", "setRef"],
-                                 "description": "The action's kind."},
+                        "type": {
+                            "enum": ["prompt", "command", "setRef"],
+                            "description": "The action's kind.",
+                        },
                         "params": {"type": "object", "description": "The action's params."},
                     },
                     ["type"],
@@ -119,14 +148,20 @@ def machine_schema() -> dict[str, Any]:
         "actions": _one_or_list("#/$defs/action", "An action or a list of actions."),
         "transitionObject": _obj(
             {
-                "target": {"$ref": "#/$defs/stateName",
-                           "description": "The state to go to. Absent: a targetless transition."},
+                "target": {
+                    "$ref": "#/$defs/stateName",
+                    "description": "The state to go to. Absent: a targetless transition.",
+                },
                 "guard": {"$ref": "#/$defs/guard"},
                 "actions": {"$ref": "#/$defs/actions"},
-                "reenter": {"type": "boolean",
-                            "description": "With a target equal to the source: exit and enter again."},
-                "description": {"type": "string",
-                                "description": "Replaces the event's description in this state."},
+                "reenter": {
+                    "type": "boolean",
+                    "description": "With a target equal to the source: exit and enter again.",
+                },
+                "description": {
+                    "type": "string",
+                    "description": "Replaces the event's description in this state.",
+                },
             },
             None,
             "A transition candidate.",
@@ -146,10 +181,14 @@ def machine_schema() -> dict[str, Any]:
         },
         "stateMeta": _obj(
             {
-                "entryPoint": {"type": "boolean",
-                               "description": "enter may start, jump or reopen an instance here."},
-                "fallback": {"type": "boolean",
-                             "description": "The state unmatched detours to (at most one)."},
+                "entryPoint": {
+                    "type": "boolean",
+                    "description": "enter may start, jump or reopen an instance here.",
+                },
+                "fallback": {
+                    "type": "boolean",
+                    "description": "The state unmatched detours to (at most one).",
+                },
                 "paramDescriptions": {
                     "type": "object",
                     "additionalProperties": {
@@ -164,8 +203,14 @@ def machine_schema() -> dict[str, Any]:
         ),
         "state": _obj(
             {
-                "description": {"type": "string", "description": "For people; never shown to the agent."},
-                "type": {"enum": ["final"], "description": "final: entering it completes the instance."},
+                "description": {
+                    "type": "string",
+                    "description": "For people; never shown to the agent.",
+                },
+                "type": {
+                    "enum": ["final"],
+                    "description": "final: entering it completes the instance.",
+                },
                 "meta": {"$ref": "#/$defs/stateMeta"},
                 "entry": {"$ref": "#/$defs/actions"},
                 "exit": {"$ref": "#/$defs/actions"},
@@ -175,8 +220,10 @@ def machine_schema() -> dict[str, Any]:
                     "additionalProperties": {"$ref": "#/$defs/transitions"},
                     "description": "Event name → transition(s). Order is the events list's order.",
                 },
-                "always": {"$ref": "#/$defs/transitions",
-                           "description": "Eventless transitions, taken on entry."},
+                "always": {
+                    "$ref": "#/$defs/transitions",
+                    "description": "Eventless transitions, taken on entry.",
+                },
             },
             None,
             "A state.",
@@ -184,20 +231,33 @@ def machine_schema() -> dict[str, Any]:
         ),
         "eventDef": _obj(
             {
-                "description": {"type": "string", "description": "The event's line in the events list."},
-                "source": {"enum": ["agent", "host"], "description": "Who fires it. Default agent."},
-                "params": {"type": "object",
-                           "description": "A JSON Schema (2020-12) of the params object."},
+                "description": {
+                    "type": "string",
+                    "description": "The event's line in the events list.",
+                },
+                "source": {
+                    "enum": ["agent", "host"],
+                    "description": "Who fires it. Default agent.",
+                },
+                "params": {
+                    "type": "object",
+                    "description": "A JSON Schema (2020-12) of the params object.",
+                },
             },
             None,
             "An event's description, source and params.",
         ),
         "sharedEntry": _obj(
             {
-                "states": {"type": "array", "items": {"$ref": "#/$defs/stateName"},
-                           "description": "The states this entry adds actions to."},
-                "position": {"enum": ["before", "after"],
-                             "description": "Before or after the state's own list. Default after."},
+                "states": {
+                    "type": "array",
+                    "items": {"$ref": "#/$defs/stateName"},
+                    "description": "The states this entry adds actions to.",
+                },
+                "position": {
+                    "enum": ["before", "after"],
+                    "description": "Before or after the state's own list. Default after.",
+                },
                 "entry": {"$ref": "#/$defs/actions"},
                 "exit": {"$ref": "#/$defs/actions"},
             },
@@ -212,28 +272,43 @@ def machine_schema() -> dict[str, Any]:
         "description": "An smllm state machine: a strict subset of an XState v5 machine config.",
         "type": "object",
         "properties": {
-            "id": {"type": "string", "pattern": NAME_PATTERNS["machine"],
-                   "x-smllm-name": "machine",
-                   "description": "The machine's id: the value of enter's stateMachine."},
+            "id": {
+                "type": "string",
+                "pattern": NAME_PATTERNS["machine"],
+                "x-smllm-name": "machine",
+                "description": "The machine's id: the value of enter's stateMachine.",
+            },
             "description": {"type": "string", "description": "One line for the idle list."},
-            "initial": {"$ref": "#/$defs/stateName",
-                        "description": "The state a new instance starts in."},
+            "initial": {
+                "$ref": "#/$defs/stateName",
+                "description": "The state a new instance starts in.",
+            },
             "meta": _obj(
                 {
                     "smllm": {"const": 1, "description": "The format version; must be 1."},
                     "instance": _obj(
                         {
-                            "kind": {"type": "string", "minLength": 1,
-                                     "description": "What the machine calls an instance."},
+                            "kind": {
+                                "type": "string",
+                                "minLength": 1,
+                                "description": "What the machine calls an instance.",
+                            },
                             "ref": _obj(
                                 {
-                                    "param": {"type": "string", "pattern": NAME_PATTERNS["param"],
-                                              "x-smllm-name": "param",
-                                              "description": "The ref param's name. Default ref."},
-                                    "pattern": {"type": "string",
-                                                "description": "Every ref must match it."},
-                                    "description": {"type": "string",
-                                                    "description": "What the ref is."},
+                                    "param": {
+                                        "type": "string",
+                                        "pattern": NAME_PATTERNS["param"],
+                                        "x-smllm-name": "param",
+                                        "description": "The ref param's name. Default ref.",
+                                    },
+                                    "pattern": {
+                                        "type": "string",
+                                        "description": "Every ref must match it.",
+                                    },
+                                    "description": {
+                                        "type": "string",
+                                        "description": "What the ref is.",
+                                    },
                                 },
                                 None,
                                 "The instance's ref: a unique name such as an issue id.",
@@ -244,13 +319,18 @@ def machine_schema() -> dict[str, Any]:
                     ),
                     "events": {
                         "type": "object",
-                        "propertyNames": {"pattern": NAME_PATTERNS["event"],
-                                          "x-smllm-name": "event"},
+                        "propertyNames": {
+                            "pattern": NAME_PATTERNS["event"],
+                            "x-smllm-name": "event",
+                        },
                         "additionalProperties": {"$ref": "#/$defs/eventDef"},
                         "description": "Event name → description, source, params.",
                     },
-                    "sharedActions": {"type": "array", "items": {"$ref": "#/$defs/sharedEntry"},
-                                      "description": "Entry/exit actions added to several states."},
+                    "sharedActions": {
+                        "type": "array",
+                        "items": {"$ref": "#/$defs/sharedEntry"},
+                        "description": "Entry/exit actions added to several states.",
+                    },
                 },
                 ["smllm"],
                 "smllm's data about the machine.",

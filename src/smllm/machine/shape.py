@@ -17,22 +17,41 @@ __all__ = ["ShapeIssue", "check_shape"]
 Path_ = tuple[str | int, ...]
 
 _XSTATE_ACTIONS = frozenset(
-    {"raise", "sendTo", "sendParent", "emit", "log", "spawnChild", "stopChild",
-     "enqueueActions", "cancel", "assign", "forwardTo", "escalate", "choose", "pure"}
+    {
+        "raise",
+        "sendTo",
+        "sendParent",
+        "emit",
+        "log",
+        "spawnChild",
+        "stopChild",
+        "enqueueActions",
+        "cancel",
+        "assign",
+        "forwardTo",
+        "escalate",
+        "choose",
+        "pure",
+    }
 )
 _XSTATE_GUARDS = frozenset({"and", "or", "not", "stateIn"})
 _XSTATE_STATE_TYPES = frozenset({"parallel", "history", "atomic", "compound"})
 
 _TYPE_WORDS = {
-    "object": "a mapping", "array": "a list", "string": "a string", "boolean": "a boolean",
-    "integer": "an integer", "number": "a number", "null": "null",
+    "object": "a mapping",
+    "array": "a list",
+    "string": "a string",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "null": "null",
 }
 
 
 class ShapeIssue(NamedTuple):
     rule: str
     path: Path_
-    at_key: bool     # True: the finding is at the key (unknown or misnamed keys)
+    at_key: bool  # True: the finding is at the key (unknown or misnamed keys)
     message: str
 
 
@@ -99,8 +118,12 @@ class _Checker:
                 if path[-1:] == ("type",) and value in _XSTATE_STATE_TYPES:
                     self.add("FMT-6", path, f"type: {value} is not in smllm v1")
                 else:
-                    self.add("FMT-5", path, f"{_name(path)} must be one of: "
-                             + ", ".join(str(v) for v in schema["enum"]))
+                    self.add(
+                        "FMT-5",
+                        path,
+                        f"{_name(path)} must be one of: "
+                        + ", ".join(str(v) for v in schema["enum"]),
+                    )
             return
         type_ = schema.get("type")
         if type_ is not None and not _fits(value, type_):
@@ -124,12 +147,17 @@ class _Checker:
                 if kind == "state" and ("." in value or value.startswith("#")):
                     self.add("FMT-6", path, f"target path {value} is not in smllm v1")
                 else:
-                    self.add("FMT-7", path,
-                             f"{kind} name {value} must match {schema['pattern']}")
-        elif isinstance(value, (int, float)):
-            if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-                self.add("FMT-5", path,
-                         f"{_name(path)} must be greater than {schema['exclusiveMinimum']}")
+                    self.add("FMT-7", path, f"{kind} name {value} must match {schema['pattern']}")
+        elif (
+            isinstance(value, (int, float))
+            and "exclusiveMinimum" in schema
+            and value <= schema["exclusiveMinimum"]
+        ):
+            self.add(
+                "FMT-5",
+                path,
+                f"{_name(path)} must be greater than {schema['exclusiveMinimum']}",
+            )
 
     def check_any(self, branches: list[dict[str, Any]], value: Any, path: Path_) -> None:
         wanted: list[str] = []
@@ -144,14 +172,20 @@ class _Checker:
                     continue
                 wanted.append(_TYPE_WORDS[type_])
                 if _fits(value, type_):
-                    if (isinstance(value, str) and "const" in candidate
-                            and value != candidate["const"]):
+                    if (
+                        isinstance(value, str)
+                        and "const" in candidate
+                        and value != candidate["const"]
+                    ):
                         if value in _XSTATE_ACTIONS:
                             self.add("FMT-6", path, f"action {value} is not in smllm v1")
                         else:
-                            self.add("MCH-10", path,
-                                     f"action {value} doesn't exist (types: prompt, command, "
-                                     "setRef); a bare string action can only be setRef")
+                            self.add(
+                                "MCH-10",
+                                path,
+                                f"action {value} doesn't exist (types: prompt, command, "
+                                "setRef); a bare string action can only be setRef",
+                            )
                         return
                     self.check(candidate, value, path)
                     return
@@ -183,7 +217,7 @@ class _Checker:
             self.add("FMT-5", path, f"{_name(path)} must not be empty")
         for key in schema.get("required", []):
             if value.get(key) is None:
-                if path + (key,) == ("meta", "smllm"):
+                if (*path, key) == ("meta", "smllm"):
                     self.add("FMT-3", path, "meta.smllm must be 1")
                 else:
                     self.add("FMT-5", path, f"missing {key}")
@@ -195,8 +229,12 @@ class _Checker:
                     self.add("FMT-6", sub, f"wildcard event {key} is not in smllm v1", True)
                     continue
                 if not re.search(names["pattern"], key):
-                    self.add("FMT-7", sub, f"{names.get('x-smllm-name', '')} name {key} must "
-                             f"match {names['pattern']}", True)
+                    self.add(
+                        "FMT-7",
+                        sub,
+                        f"{names.get('x-smllm-name', '')} name {key} must match {names['pattern']}",
+                        True,
+                    )
                     continue
             if key in props:
                 if item is not None and not (kind in ("guard", "action") and key == "type"):
@@ -210,8 +248,7 @@ class _Checker:
                 if kind in UNSUPPORTED and key in UNSUPPORTED[kind]:
                     self.add("FMT-6", sub, f"{key} is not in smllm v1", True)
                 else:
-                    self.add("FMT-4", sub, f"unknown key {key} (allowed: {', '.join(props)})",
-                             True)
+                    self.add("FMT-4", sub, f"unknown key {key} (allowed: {', '.join(props)})", True)
 
 
 def check_shape(schema: dict[str, Any], data: dict[str, Any]) -> list[ShapeIssue]:

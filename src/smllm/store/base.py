@@ -74,8 +74,9 @@ class InstanceStore(Protocol):
 
     def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]: ...
 
-    def instances(self, machines: Sequence[str] | None,
-                  statuses: Sequence[str] | None) -> list[Instance]:
+    def instances(
+        self, machines: Sequence[str] | None, statuses: Sequence[str] | None
+    ) -> list[Instance]:
         """Instances, most recently updated first."""
 
     def history(self, machine: str, id: str) -> list[HistoryRecord]: ...

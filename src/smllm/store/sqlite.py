@@ -82,8 +82,9 @@ class SqliteStore:
                     with open(os.path.join(folder, ".gitignore"), "w") as f:
                         f.write("*\n")
         try:
-            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECS, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_SECS, isolation_level=None, check_same_thread=False
+            )
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECS * 1000)}")
             conn.execute("PRAGMA synchronous = FULL")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -155,21 +156,29 @@ class SqliteStore:
         return Instance.from_json(json.loads(rows[0][0])) if rows else None
 
     def instance(self, machine: str, id: str) -> Instance | None:
-        return self._inst(self._read("SELECT data FROM instances WHERE id = ? AND machine = ?",
-                                     (id, machine)))
+        return self._inst(
+            self._read("SELECT data FROM instances WHERE id = ? AND machine = ?", (id, machine))
+        )
 
     def find(self, machine: str, id_or_ref: str) -> Instance | None:
         found = self.instance(machine, id_or_ref)
         if found is not None:
             return found
-        return self._inst(self._read("SELECT data FROM instances WHERE machine = ? AND ref = ?",
-                                     (machine, id_or_ref)))
+        return self._inst(
+            self._read(
+                "SELECT data FROM instances WHERE machine = ? AND ref = ?", (machine, id_or_ref)
+            )
+        )
 
     def taken(self, machine: str, value: str) -> bool:
         if not machine:
             return self.key_taken(value)
-        return bool(self._read("SELECT 1 FROM instances WHERE id = ? OR (machine = ? AND "
-                               "ref = ?)", (value, machine, value)))
+        return bool(
+            self._read(
+                "SELECT 1 FROM instances WHERE id = ? OR (machine = ? AND ref = ?)",
+                (value, machine, value),
+            )
+        )
 
     def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
         if not machines:
@@ -177,8 +186,10 @@ class SqliteStore:
         marks = ",".join("?" * len(machines))
         where = f"status = 'paused' AND machine IN ({marks})"
         total = self._read(f"SELECT count(*) FROM instances WHERE {where}", tuple(machines))
-        sql = (f"SELECT data FROM instances WHERE {where} "
-               "ORDER BY updated DESC, machine, coalesce(ref, id)")
+        sql = (
+            f"SELECT data FROM instances WHERE {where} "
+            "ORDER BY updated DESC, machine, coalesce(ref, id)"
+        )
         args: tuple[Any, ...] = tuple(machines)
         if limit is not None:
             sql += " LIMIT ?"
@@ -187,8 +198,9 @@ class SqliteStore:
         count = total[0][0] if total else 0
         return [Instance.from_json(json.loads(r[0])) for r in rows], count
 
-    def instances(self, machines: Sequence[str] | None,
-                  statuses: Sequence[str] | None) -> list[Instance]:
+    def instances(
+        self, machines: Sequence[str] | None, statuses: Sequence[str] | None
+    ) -> list[Instance]:
         clauses, args = [], []
         if machines is not None:
             clauses.append(f"machine IN ({','.join('?' * len(machines))})")
@@ -211,10 +223,11 @@ class SqliteStore:
                 data = _dumps(i.to_json())
                 if w.expected == 0:
                     try:
-                        conn.execute("INSERT INTO instances (id, machine, ref, status, updated, "
-                                     "version, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                                     (i.id, i.machine, i.ref, i.status, i.updated, i.version,
-                                      data))
+                        conn.execute(
+                            "INSERT INTO instances (id, machine, ref, status, updated, "
+                            "version, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (i.id, i.machine, i.ref, i.status, i.updated, i.version, data),
+                        )
                     except sqlite3.IntegrityError:
                         raise RefTaken(i.machine, i.ref or i.id) from None
                 else:
@@ -222,13 +235,16 @@ class SqliteStore:
                         cur = conn.execute(
                             "UPDATE instances SET ref = ?, status = ?, updated = ?, version = ?, "
                             "data = ? WHERE id = ? AND version = ?",
-                            (i.ref, i.status, i.updated, i.version, data, i.id, w.expected))
+                            (i.ref, i.status, i.updated, i.version, data, i.id, w.expected),
+                        )
                     except sqlite3.IntegrityError:
                         raise RefTaken(i.machine, i.ref or i.id) from None
                     if cur.rowcount != 1:
                         raise StoreConflict(i.machine, i.id)
-                conn.execute("INSERT INTO history (instance, data) VALUES (?, ?)",
-                             (i.id, _dumps(w.history.to_json())))
+                conn.execute(
+                    "INSERT INTO history (instance, data) VALUES (?, ?)",
+                    (i.id, _dumps(w.history.to_json())),
+                )
 
         self._write(apply)
 
@@ -242,44 +258,55 @@ class SqliteStore:
         return bool(self._read("SELECT 1 FROM sessions WHERE key = ?", (key,)))
 
     def binding(self, harness: str, host_session: str) -> Session | None:
-        rows = self._read("SELECT s.data FROM bindings b JOIN sessions s ON s.key = b.key "
-                          "WHERE b.harness = ? AND b.host_session = ?", (harness, host_session))
+        rows = self._read(
+            "SELECT s.data FROM bindings b JOIN sessions s ON s.key = b.key "
+            "WHERE b.harness = ? AND b.host_session = ?",
+            (harness, host_session),
+        )
         return Session.from_json(json.loads(rows[0][0])) if rows else None
 
     def bind(self, session: Session, audit: Sequence[AuditRecord]) -> Session:
         def apply(conn: sqlite3.Connection) -> Session:
-            rows = conn.execute("SELECT s.data FROM bindings b JOIN sessions s ON s.key = b.key "
-                                "WHERE b.harness = ? AND b.host_session = ?",
-                                (session.harness, session.host_session)).fetchall()
+            rows = conn.execute(
+                "SELECT s.data FROM bindings b JOIN sessions s ON s.key = b.key "
+                "WHERE b.harness = ? AND b.host_session = ?",
+                (session.harness, session.host_session),
+            ).fetchall()
             if rows:
                 return Session.from_json(json.loads(rows[0][0]))
             self._insert_session(conn, session, audit)
-            conn.execute("INSERT OR REPLACE INTO bindings (harness, host_session, key) "
-                         "VALUES (?, ?, ?)", (session.harness, session.host_session, session.key))
+            conn.execute(
+                "INSERT OR REPLACE INTO bindings (harness, host_session, key) VALUES (?, ?, ?)",
+                (session.harness, session.host_session, session.key),
+            )
             return session
 
         result: Session = self._write(apply)
         return result
 
-    def _insert_session(self, conn: sqlite3.Connection, session: Session,
-                        audit: Sequence[AuditRecord]) -> None:
-        conn.execute("INSERT INTO sessions (key, last_active, data) VALUES (?, ?, ?)",
-                     (session.key, session.last_active, _dumps(session.to_json())))
+    def _insert_session(
+        self, conn: sqlite3.Connection, session: Session, audit: Sequence[AuditRecord]
+    ) -> None:
+        conn.execute(
+            "INSERT INTO sessions (key, last_active, data) VALUES (?, ?, ?)",
+            (session.key, session.last_active, _dumps(session.to_json())),
+        )
         self._audit(conn, session.key, audit)
 
     @staticmethod
     def _audit(conn: sqlite3.Connection, key: str, audit: Sequence[AuditRecord]) -> None:
         for a in audit:
-            conn.execute("INSERT INTO audit (session, at, kind, data) VALUES (?, ?, ?, ?)",
-                         (key, a.at, a.kind, _dumps(a.detail)))
+            conn.execute(
+                "INSERT INTO audit (session, at, kind, data) VALUES (?, ?, ?, ?)",
+                (key, a.at, a.kind, _dumps(a.detail)),
+            )
 
     def sessions(self) -> list[Session]:
         rows = self._read("SELECT data FROM sessions ORDER BY last_active DESC, key")
         return [Session.from_json(json.loads(r[0])) for r in rows]
 
     def audit(self, key: str) -> list[AuditRecord]:
-        rows = self._read("SELECT at, kind, data FROM audit WHERE session = ? ORDER BY seq",
-                          (key,))
+        rows = self._read("SELECT at, kind, data FROM audit WHERE session = ? ORDER BY seq", (key,))
         return [AuditRecord(r[0], r[1], json.loads(r[2])) for r in rows]
 
     def commit_session(self, write: SessionWrite, audit: Sequence[AuditRecord]) -> Session:
@@ -294,14 +321,19 @@ class SqliteStore:
             current = Session.from_json(json.loads(rows[0][0]))
             if current.holding != write.expected_holding:
                 raise StoreConflict("", new.key)
-            fields = {"holding": new.holding, "interrupted": new.interrupted,
-                      "yielded": new.yielded, "blocks": new.blocks,
-                      "last_active": new.last_active}
-            names = {"lastActive": "last_active"}
-            changes = {names.get(c, c): fields[names.get(c, c)] for c in write.changes}
-            merged = current._replace(version=current.version + 1, **changes)
-            conn.execute("UPDATE sessions SET last_active = ?, data = ? WHERE key = ?",
-                         (merged.last_active, _dumps(merged.to_json()), merged.key))
+            c = write.changes
+            merged = current._replace(
+                version=current.version + 1,
+                holding=new.holding if "holding" in c else current.holding,
+                interrupted=new.interrupted if "interrupted" in c else current.interrupted,
+                yielded=new.yielded if "yielded" in c else current.yielded,
+                blocks=new.blocks if "blocks" in c else current.blocks,
+                last_active=new.last_active if "lastActive" in c else current.last_active,
+            )
+            conn.execute(
+                "UPDATE sessions SET last_active = ?, data = ? WHERE key = ?",
+                (merged.last_active, _dumps(merged.to_json()), merged.key),
+            )
             self._audit(conn, merged.key, audit)
             return merged
 

@@ -1,0 +1,79 @@
+"""Shared fixtures: an isolated smllm environment per test, and running the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent
+MACHINES = ROOT / "machines"
+
+
+class Ran(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """XDG folders inside the test's tmp dir, so no test touches the user's state."""
+    values = {
+        "XDG_STATE_HOME": str(tmp_path / "xdg-state"),
+        "XDG_CACHE_HOME": str(tmp_path / "xdg-cache"),
+        "XDG_CONFIG_HOME": str(tmp_path / "xdg-config"),
+        "HOME": str(tmp_path / "home"),
+    }
+    for k, v in values.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("SMLLM_CONFIG", raising=False)
+    yield {**os.environ, **values}
+
+
+@pytest.fixture
+def project(tmp_path: Path, env: dict[str, str]) -> Path:
+    """A fresh project holding the seed's example machine in .smllm/."""
+    from smllm.cli.demo import copy_example
+
+    folder = tmp_path / "project"
+    folder.mkdir()
+    copy_example(str(folder))
+    return folder
+
+
+def smllm(args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> Ran:
+    """Run the real `smllm` in a new process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "smllm", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=60,
+    )
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+def write_machine(folder: Path, name: str, text: str) -> Path:
+    """Write .smllm/NAME.smllm.yaml and list it in .smllm/config.toml."""
+    smllm_dir = folder / ".smllm"
+    smllm_dir.mkdir(parents=True, exist_ok=True)
+    path = smllm_dir / f"{name}.smllm.yaml"
+    path.write_text(text)
+    config = smllm_dir / "config.toml"
+    files = []
+    if config.exists():
+        import tomllib
+
+        files = tomllib.loads(config.read_text()).get("machines", {}).get("files", [])
+    if path.name not in files:
+        files.append(path.name)
+    config.write_text("[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n")
+    return path

@@ -1,0 +1,60 @@
+"""The seed's example session, replayed byte for byte by real `smllm` processes."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from conftest import ROOT, smllm
+
+GOLDEN = ROOT / "golden" / "transcript.txt"
+SHARED = ROOT.parent.parent / "shared" / "spec" / "example" / "transcript.txt"
+SEED_KEY = "sm-nqvfvw"
+
+
+def parse(text: str) -> list[tuple[str, str, int]]:
+    """(command, expected stdout, exit code) for each `$` step of the transcript."""
+    steps: list[tuple[str, str, int]] = []
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("$ "):
+            out: list[str] = []
+            i += 1
+            while not re.fullmatch(r"\[exit \d+\]", lines[i]):
+                out.append(lines[i])
+                i += 1
+            code = int(lines[i][6:-1])
+            steps.append((line[2:], "".join(o + "\n" for o in out), code))
+        i += 1
+    return steps
+
+
+def test_golden_copy_matches_shared() -> None:
+    if SHARED.exists():
+        assert GOLDEN.read_text() == SHARED.read_text()
+
+
+def test_transcript(project: Path, env: dict[str, str]) -> None:
+    new = smllm(["session", "new", "--json"], project, env)
+    assert new.code == 0, new.err
+    import json
+
+    key = json.loads(new.out)["session"]
+    assert re.fullmatch(r"sm-[0-9a-hjkmnp-tv-z]{6}", key)
+    steps = parse(GOLDEN.read_text())
+    assert len(steps) == 12
+    for command, expected, code in steps:
+        command = command.replace(SEED_KEY, key)
+        if command.startswith("smllm "):
+            import shlex
+
+            ran = smllm(shlex.split(command)[1:], project, env)
+            assert ran.out == expected.replace(SEED_KEY, key), command
+            assert ran.code == code, (command, ran.err)
+            assert ran.err == ""
+        else:
+            proc = subprocess.run(command, shell=True, cwd=project, env=env)
+            assert proc.returncode == code
