@@ -7,6 +7,7 @@ race into the engine's "another session changed …" reply. Surfaces (CLI, MCP, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -16,6 +17,7 @@ from ..engine.host import Host
 from ..engine.idle import kind_of
 from ..engine.records import AuditRecord, Instance, Session
 from ..engine.reply import Reply
+from ..engine.view import StopOutcome
 from ..machine.config import Loaded, find_configs
 from ..store.base import RefTaken, StoreConflict
 from ..store.sqlite import SqliteStore
@@ -189,21 +191,21 @@ class App:
                 return w.instance.label
         return id
 
-    # -- hooks ---------------------------------------------------------------------------------
+    # -- sessions and hooks ----------------------------------------------------------------------
 
-    def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
-        """The session-start hook: the bound session's view, or a new session in idle.
-
-        None when no session is bound and no config is found from `cwd` (the quiet answer).
-        """
+    def new_session(
+        self,
+        harness: str = "none",
+        host_session: str | None = None,
+        cwd: str | None = None,
+        configs: tuple[str, ...] | None = None,
+    ) -> Session:
+        """A new session in idle, with the configs found from `cwd` (`smllm session new`)."""
         from ..engine.fire import iso
+        from ..engine.records import SessionWrite
 
-        bound = self.user.binding(harness, host_session)
-        if bound is not None:
-            return self.view(bound.key)
-        configs = find_configs(cwd, None)
-        if not configs:
-            return None
+        cwd = cwd or self.cwd
+        configs = configs if configs is not None else find_configs(cwd, self.config)
         at = iso(self.host.now())
         key = self.host.new_id("sm-")
         while self.user.key_taken(key):
@@ -221,7 +223,49 @@ class App:
                 },
             ),
         )
-        made = self.user.bind(new, audit)
+        if host_session is not None:
+            return self.user.bind(new, audit)
+        return self.user.commit_session(SessionWrite(new, True, None, frozenset()), audit)
+
+    def stop(self, key: str, continuing: bool | None) -> StopOutcome:
+        """engine.md §9 for a session; commits the block count or the return to idle."""
+        from ..engine.view import stop
+
+        s = self.session(key)
+        loaded = self.load(s.configs)
+        stores = Stores(loaded, self.user)
+        outcome = stop(loaded, s, continuing, stores, self.host)
+        if outcome.session is not None or outcome.audit:
+            from ..engine.records import SessionWrite
+
+            write = outcome.session or SessionWrite(s, False, s.holding, frozenset())
+            # a conflict: the session moved on meanwhile; its next stop decides again
+            with contextlib.suppress(StoreConflict):
+                self.user.commit_session(write, outcome.audit)
+        return outcome
+
+    def prompt_submitted(self, key: str) -> None:
+        """A user prompt clears `yielded` and `blocks` (engine.md §9)."""
+        from ..engine.view import prompt_submitted
+
+        s = self.session(key)
+        write, audit = prompt_submitted(s, self.host)
+        if write is not None:
+            with contextlib.suppress(StoreConflict):
+                self.user.commit_session(write, audit)
+
+    def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
+        """The session-start hook: the bound session's view, or a new session in idle.
+
+        None when no session is bound and no config is found from `cwd` (the quiet answer).
+        """
+        bound = self.user.binding(harness, host_session)
+        if bound is not None:
+            return self.view(bound.key)
+        configs = find_configs(cwd, None)
+        if not configs:
+            return None
+        made = self.new_session(harness, host_session, cwd, configs)
         return self.view(made.key)
 
     def instance_of(self, stores: Stores, machine: str, id: str) -> Instance | None:

@@ -256,38 +256,14 @@ def _audit_detail(kind: str, d: dict[str, Any]) -> str:
 
 
 def _session_new(args: argparse.Namespace) -> int:
-    from ..engine.fire import iso
-    from ..engine.records import AuditRecord
-
     app = _app(args)
-    configs = app.configs_here()
-    at = iso(app.host.now())
-    key = app.host.new_id("sm-")
-    while app.user.key_taken(key):
-        key = app.host.new_id("sm-")
-    s = Session(key, "none", None, app.cwd, configs, None, None, False, 0, 1, at, at)
-    app.user.commit_session(
-        _create(s),
-        (
-            AuditRecord(
-                at,
-                "bind",
-                {"harness": "none", "hostSession": None, "cwd": app.cwd, "configs": list(configs)},
-            ),
-        ),
-    )
+    key = app.new_session().key
     result = app.view(key)
     if args.json:
         emit_json({"session": key, "text": result.text()})
     else:
         _out(result.text())
     return 0
-
-
-def _create(s: Session) -> Any:
-    from ..engine.records import SessionWrite
-
-    return SessionWrite(s, True, None, frozenset())
 
 
 def _where(app: App, s: Session) -> tuple[str, dict[str, Any] | None]:
