@@ -145,8 +145,7 @@ class App:
         try:
             by_store: dict[int, tuple[Any, list[Any]]] = {}
             for w in outcome.instances:
-                store = stores.store_of(w.instance.machine)
-                assert store is not None
+                store = stores.store_for(w.instance)
                 by_store.setdefault(id(store), (store, []))[1].append(w)
             for store, writes in by_store.values():
                 store.commit_instances(writes)

@@ -40,6 +40,7 @@ class Stores:
         self.loaded = loaded
         self.user = user
         self._by_spec: dict[StoreSpec, InstanceStore] = {}
+        self._found_in: dict[tuple[str, str], InstanceStore] = {}
 
     def store_of(self, machine: str) -> InstanceStore | None:
         spec = self.loaded.stores.get(machine)
@@ -50,9 +51,20 @@ class Stores:
         return self._by_spec[spec]
 
     def instance_stores(self) -> list[InstanceStore]:
-        for machine in self.loaded.machines:
-            self.store_of(machine)
+        for spec in self.loaded.config_stores:
+            if spec not in self._by_spec:
+                self._by_spec[spec] = open_store(spec)
         return list(self._by_spec.values())
+
+    def store_for(self, instance: Instance) -> InstanceStore:
+        """Where `instance` lives: its machine's store, or the store it was read from when
+        its machine is no longer configured."""
+        store = self.store_of(instance.machine) or self._found_in.get(
+            (instance.machine, instance.id)
+        )
+        if store is None:
+            raise StoreError(f"no store holds {instance.machine} instance {instance.id}")
+        return store
 
     # -- the engine's Reader -------------------------------------------------------------------
 
@@ -64,6 +76,7 @@ class Stores:
         for other in self.instance_stores():
             found = other.instance(machine, id)
             if found is not None:
+                self._found_in[(machine, id)] = other
                 return found
         return None
 

@@ -19,7 +19,7 @@ from .config import Loaded, load_configs
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records change shape, so old caches are ignored
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 

@@ -67,6 +67,7 @@ class Loaded(NamedTuple):
     configs: tuple[str, ...]
     machines: dict[str, Machine]  # config order
     stores: dict[str, StoreSpec]  # machine id → its config's store
+    config_stores: tuple[StoreSpec, ...]  # every config's store, machines or not
     idle: IdlePrompt | None
     findings: tuple[Finding, ...]
     files: tuple[str, ...]  # every file read or looked for (cache key)
@@ -435,4 +436,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                 )
             )
         lowered[low] = mid
-    return Loaded(tuple(configs), machines, stores, idle, tuple(findings), tuple(looked))
+    config_stores = tuple(dict.fromkeys(cfg.store for cfg in read))
+    return Loaded(
+        tuple(configs), machines, stores, config_stores, idle, tuple(findings), tuple(looked)
+    )
