@@ -37,7 +37,18 @@ def _app(args: argparse.Namespace) -> App:
     return App(config=config_option(args))
 
 
+def report_load_errors(result: Result) -> None:
+    """A machine file or config that didn't load: its findings on stderr (the agent's block
+    only shows the machine's absence)."""
+    from ..machine.config import shown_path
+
+    for f in result.stores.loaded.findings:
+        if f.level == "error":
+            sys.stderr.write(f._replace(file=shown_path(f.file)).text() + "\n")
+
+
 def _reply(result: Result, as_json: bool) -> int:
+    report_load_errors(result)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -181,8 +192,35 @@ def parse_params(raw: list[str]) -> tuple[tuple[str, Any], ...]:
     return tuple(out)
 
 
+def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
+    """`--params JSON`: one JSON object, its keys in order, repeated keys kept (a param given
+    twice is refused by the engine, not lost here)."""
+    if text is None:
+        return ()
+    import json
+
+    pairs: list[tuple[str, Any]] = []
+
+    def keep(items: list[tuple[str, Any]]) -> Any:
+        pairs[:] = items
+        return dict(items)
+
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        value = json.loads(text, object_pairs_hook=keep)
+    except ValueError as exc:
+        raise CallError(f"params must be a JSON object: {exc}") from None
+    if not isinstance(value, dict):
+        raise CallError("params must be an object")
+    return tuple(pairs)
+
+
 def fire(args: argparse.Namespace) -> int:
-    params = parse_params(args.param)
+    try:
+        params = parse_json_params(args.params) + parse_params(args.param)
+    except CallError as exc:
+        return _call_error(exc, args.json)
     if args.session and (getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG")):
         sys.stderr.write(
             "note: --config is ignored for a call that names a session; it "
@@ -231,6 +269,7 @@ def session(args: argparse.Namespace) -> int:
         result = app.view(args.key)
     except CallError as exc:
         return _call_error(exc, args.json)
+    report_load_errors(result)
     if args.json:
         assert result.session is not None
         emit_json({"session": _session_json(app, result.session), "text": result.text()})
@@ -259,6 +298,7 @@ def _session_new(args: argparse.Namespace) -> int:
     app = _app(args)
     key = app.new_session().key
     result = app.view(key)
+    report_load_errors(result)
     if args.json:
         emit_json({"session": key, "text": result.text()})
     else:

@@ -69,6 +69,8 @@ def _parser() -> _Parser:
     p.add_argument("--session", metavar="KEY")
     p.add_argument("--host", action="store_true", help="fire as the host")
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument("--params", metavar="JSON", help="params as one JSON object; - reads it "
+                   "from standard input")
     p.add_argument("--json", action="store_true")
 
     p = cmd("session", "list, show or start sessions")

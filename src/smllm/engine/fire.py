@@ -29,7 +29,7 @@ from .records import (
     SessionWrite,
 )
 from .reply import EventsList, Header, Reply
-from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events
+from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events, too_large
 from .steps import Run
 
 __all__ = ["Call", "Outcome", "fire", "idle_prompt", "iso", "left_message", "lost", "minute"]
@@ -382,6 +382,9 @@ class _Fire:
             return self.refuse_machine(
                 machine, state, inst, f"{event} is not offered here (offered: {', '.join(offered)})"
             )
+        large = too_large(event, self.call.params)
+        if large is not None:
+            return self.refuse_machine(machine, state, inst, large)
         if event == "yield":
             specs = state.params.get("yield", (NOTE_PARAM,))
         elif event in state.on:
@@ -676,6 +679,9 @@ class _Fire:
                     events=view.events,
                 ),
             )
+        large = too_large(self.event, self.call.params)
+        if large is not None:
+            return self.refuse_idle(large)
         if self.event == "enter":
             return enter(self)
         name = duplicate(self.call.params)

@@ -41,6 +41,22 @@ NOTE_PARAM = ParamSpec(
 )
 
 
+#: The most JSON text an event's params may hold in all. Params go into the reply, the
+#: history record and the commands' environment (Linux caps one variable at 128 KiB), so a
+#: megabyte of params is a mistake to refuse, not a record to keep.
+MAX_PARAMS_BYTES = 64 * 1024
+
+
+def too_large(event: str, params: tuple[tuple[str, Any], ...]) -> str | None:
+    """The refusal of params whose JSON text exceeds MAX_PARAMS_BYTES, or None."""
+    if not params:
+        return None
+    size = len(json.dumps([list(p) for p in params], ensure_ascii=False).encode("utf-8"))
+    if size <= MAX_PARAMS_BYTES:
+        return None
+    return f"{event} params are too large ({size} bytes of JSON; at most {MAX_PARAMS_BYTES})"
+
+
 def quoted(value: str) -> str:
     """A value inside `"…"`: `"` and `\\` escaped (agent-text.md §1)."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

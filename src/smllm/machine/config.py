@@ -156,6 +156,11 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         m = _TOML_POS.search(msg)
         reason = _TOML_POS.sub("", msg).strip()
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
+        if msg.endswith("(at end of document)"):
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            line, col = text.count("\n") + 1, len(text.rsplit("\n", 1)[-1]) + 1
+            reason = reason.replace("(at end of document)", "").strip()
         return ConfigFile(
             path,
             (),

@@ -112,11 +112,15 @@ class _Builder:
         from .shape import check_shape
 
         for dup in self.doc.duplicates:
-            self.add(
-                "FMT-2",
-                dup.path,
-                f"{dup.path[-1]} is repeated (first at line {dup.first_line})",
-                at_key=True,
+            self.findings.append(
+                Finding.make(
+                    "FMT-2",
+                    self.shown,
+                    f"{dup.path[-1]} is repeated (first at line {dup.first_line})",
+                    path=dup.path,
+                    line=dup.pos.line,
+                    col=dup.pos.col,
+                )
             )
         for issue in check_shape(machine_schema(), self.data):
             rule, message = issue.rule, issue.message

@@ -45,8 +45,8 @@ class YamlError(Exception):
         return f"line {self.pos.line}, column {self.pos.col}: {self.reason}"
 
 
-MAX_NODES = 100_000  # alias bombs: a few lines can expand to billions of nodes
-MAX_DEPTH = 200  # far beyond any real machine file; keeps our recursion bounded
+_MAX_NODES = 100_000  # alias bombs: a few lines can expand to billions of nodes
+_MAX_DEPTH = 200  # far beyond any real machine file; keeps our recursion bounded
 # libyaml's composer recurses in C with no guard (it segfaults near 10k levels on an 8 MiB
 # stack, ~1.4k on a 512 KiB thread stack). Text whose nesting *could* exceed this goes to the
 # pure-Python composer, which fails cleanly with RecursionError.
@@ -69,8 +69,13 @@ _CORE = re.compile(
     |(?P<nan>\.(?:nan|NaN|NAN))""",
     re.VERBOSE,
 )
-_TAG_KINDS = {_NULL: ("null",), _BOOL: ("bool",), _INT: ("int", "oct", "hex")}
-_TAG_KINDS[_FLOAT] = ("float", "inf", "nan", "int")
+# What each explicit scalar tag accepts (by _CORE group); !!str takes anything.
+_TAG_KINDS = {
+    _NULL: ("null",),
+    _BOOL: ("bool",),
+    _INT: ("int", "oct", "hex"),
+    _FLOAT: ("float", "inf", "nan", "int"),
+}
 
 # YAML's printable set; libyaml would otherwise report these with byte offsets.
 _NON_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -90,11 +95,11 @@ def load_yaml(source: bytes | str) -> YamlDoc:
     lines = _OTHER_BREAKS.sub("\n", text) if _OTHER_BREAKS.search(text) else text
     lead = max(map(len, _LINE_LEAD.findall(lines)))
     depth_bound = text.count("[") + text.count("{") + 2 * (lead + 1)
-    return _load(text, _loader(pure=depth_bound > _C_DEPTH_LIMIT))
+    return _load(text, _loader(depth_bound > _C_DEPTH_LIMIT))
 
 
 @functools.cache
-def _loader(pure: bool = False) -> Any:
+def _loader(pure: bool) -> Any:
     import yaml
 
     base = yaml.SafeLoader if pure else getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -119,8 +124,8 @@ def _load(text: str, loader_cls: Any) -> YamlDoc:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as e:
         raise _from_marked(e) from None
-    except yaml.YAMLError as e:  # e.g. ReaderError: no usable mark
-        raise YamlError(str(e).splitlines()[-1].strip(), None) from None
+    except yaml.YAMLError as e:  # e.g. ReaderError (no mark); its 1st line is the reason
+        raise YamlError((str(e).splitlines() or ["invalid YAML"])[0].strip(), None) from None
     except RecursionError:
         raise YamlError("the document is nested too deeply", None) from None
     finally:
@@ -151,11 +156,11 @@ class _Builder:
         kind = node.id
         # Keys count too: an aliased mapping full of duplicate keys is work without values.
         self.count += len(node.value) + 1 if kind == "mapping" else 1
-        if self.count > MAX_NODES:
+        if self.count > _MAX_NODES:
             raise YamlError("the document expands to too many nodes (aliases?)", pos)
         if kind == "scalar":
             return _scalar(node, pos)
-        if depth >= MAX_DEPTH:
+        if depth >= _MAX_DEPTH:
             raise YamlError("the document is nested too deeply", pos)
         if node.tag != (_MAP if kind == "mapping" else _SEQ):
             known = node.tag in _TAG_KINDS or node.tag in (_STR, _MAP, _SEQ)
@@ -254,8 +259,9 @@ def _from_marked(e: Any) -> YamlError:
     context: str | None = e.context
     problem: str = e.problem or context or "invalid YAML"
     mark = e.problem_mark or e.context_mark
+    pos = None if mark is None else _pos(mark)
     if context == "expected a single document in the stream":
-        return YamlError("only one document is allowed", _pos(mark))
+        return YamlError("only one document is allowed", pos)
     if problem == "second occurrence" and context and e.context_mark is not None:
         first = e.context_mark.line + 1
         reason = f"{context.replace('; first occurrence', '')} (first at line {first})"
@@ -263,7 +269,7 @@ def _from_marked(e: Any) -> YamlError:
         reason = f"{context}: {problem}"  # says what was being read, e.g. a quoted scalar
     else:
         reason = problem
-    return YamlError(" ".join(reason.split()), None if mark is None else _pos(mark))
+    return YamlError(" ".join(reason.split()), pos)
 
 
 def _tag_name(tag: str) -> str:

@@ -1,0 +1,140 @@
+"""Bad input gets a clear message and exit 1 or 2, never a traceback (real `smllm` processes)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import Ran, smllm
+
+
+def _ok(ran: Ran) -> None:
+    assert "Traceback" not in ran.err and "Traceback" not in ran.out
+
+
+def _session(project: Path, env: dict[str, str]) -> str:
+    ran = smllm(["session", "new", "--json"], project, env)
+    assert ran.code == 0, ran.err
+    key: str = json.loads(ran.out)["session"]
+    return key
+
+
+def test_broken_yaml_is_left_out_with_its_line(project: Path, env: dict[str, str]) -> None:
+    (project / ".smllm" / "dev.smllm.yaml").write_text("id: dev\ninitial: [PLAN\nmeta: {}\n")
+    ran = smllm(["session", "new"], project, env)
+    _ok(ran)
+    assert ran.code == 0
+    assert "No state machines are configured." in ran.out
+    assert ran.err.startswith(".smllm/dev.smllm.yaml:3:")
+    assert "error: not valid YAML: " in ran.err and ran.err.rstrip().endswith("(FMT-1)")
+
+
+def test_unknown_keys_and_duplicates(project: Path, env: dict[str, str]) -> None:
+    path = project / ".smllm" / "dev.smllm.yaml"
+    text = path.read_text().replace("initial: PLAN", "initial: PLAN\ninitail: PLAN\nid: dup")
+    path.write_text(text)
+    ran = smllm(["session", "new"], project, env)
+    _ok(ran)
+    assert ran.err.splitlines() == [
+        ".smllm/dev.smllm.yaml:5:1: error: id: id is repeated (first at line 1) (FMT-2)",
+        ".smllm/dev.smllm.yaml:4:1: error: initail: unknown key initail (allowed: id, "
+        "description, initial, meta, states) (FMT-4)",
+    ]
+
+
+def test_broken_toml(project: Path, env: dict[str, str]) -> None:
+    (project / ".smllm" / "config.toml").write_text('[machines]\nfiles = ["dev.smllm.yaml"\n')
+    ran = smllm(["session", "new"], project, env)
+    _ok(ran)
+    assert ran.code == 0
+    assert ran.err.startswith(".smllm/config.toml:3:1: error: not valid TOML: ")
+    assert ran.err.rstrip().endswith("(CFG-1)")
+    (project / ".smllm" / "config.toml").write_text(
+        '[machines]\nfiles = ["dev.smllm.yaml"]\nfile = 3\n[extra]\n')
+    ran = smllm(["session", "new"], project, env)
+    assert "unknown key machines.file (allowed: files) (CFG-2)" in ran.err
+    assert "unknown key extra (allowed: machines, idle, state, harness) (CFG-2)" in ran.err
+
+
+def test_params_that_are_not_an_object(project: Path, env: dict[str, str]) -> None:
+    for text, message in (("[1]", "error: params must be an object"),
+                          ("{", "error: params must be a JSON object: Expecting property name")):
+        ran = smllm(["fire", "enter", "--params", text], project, env)
+        _ok(ran)
+        assert ran.code == 1 and ran.out == ""
+        assert ran.err.startswith(message)
+    ran = smllm(["fire", "enter", "--params", "[1]", "--json"], project, env)
+    assert ran.code == 1
+    assert json.loads(ran.out)["ok"] is False
+
+
+def test_megabyte_params_are_refused(project: Path, env: dict[str, str]) -> None:
+    key = _session(project, env)
+    params = json.dumps({"stateMachine": "dev", "issueId": "x" * 1_000_000})
+    ran = smllm(["fire", "--session", key, "enter", "--params", "-"], project, env, params)
+    _ok(ran)
+    assert ran.code == 1
+    assert ("error: enter params are too large (1000042 bytes of JSON; at most 65536)"
+            in ran.out)
+    assert not (project / ".smllm" / "state").exists()  # nothing was written
+
+
+def test_ref_with_a_newline(project: Path, env: dict[str, str]) -> None:
+    key = _session(project, env)
+    ran = smllm(["fire", "--session", key, "enter", "--param", "stateMachine=dev",
+                 "--param", "issueId=GH-1\n"], project, env)
+    _ok(ran)
+    assert ran.code == 1
+    assert 'error: enter param issueId must match ^GH-[0-9]+$ (got "GH-1\\n")' in ran.out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["fire", "enter", "--param", "stateMachine"], 2, "error: --param needs NAME=VALUE"),
+        (["--config", "nope.toml", "session", "new"], 2, "error: config file nope.toml not found"),
+        (["fire", "--session", "sm-zzzzzz", "yield"], 1, "error: no session sm-zzzzzz; "),
+        (["fire", "yield"], 1, "error: yield needs a session; "),
+        (["session", "show", "sm-zzzzzz"], 1, "error: no session sm-zzzzzz"),
+        (["frob"], 2, "error: argument COMMAND: invalid choice: 'frob'"),
+        (["new", "bad id"], 2, "error: machine name bad id must match"),
+    ],
+)
+def test_usage_and_call_errors(project: Path, env: dict[str, str], args: list[str], code: int,
+                               message: str) -> None:
+    ran = smllm(args, project, env)
+    _ok(ran)
+    assert ran.code == code
+    assert ran.err.startswith(message), ran.err
+    if code == 2:
+        assert ran.out == ""
+
+
+def test_no_config_where_one_is_needed(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["instance", "list"], tmp_path, env)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err == "error: no config found; run smllm init, or pass --config\n"
+    ran = smllm(["new", "x", "--write"], tmp_path, env)
+    assert (ran.code, ran.err) == (2, "error: no config found; run smllm init, or pass --config\n")
+
+
+def test_a_broken_or_newer_store(project: Path, env: dict[str, str]) -> None:
+    key = _session(project, env)
+    user_db = Path(env["XDG_STATE_HOME"]) / "smllm" / "user.db"
+    conn = sqlite3.connect(user_db)
+    conn.execute("PRAGMA user_version = 99")
+    conn.commit()
+    conn.close()
+    ran = smllm(["session", "show", key], project, env)
+    _ok(ran)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err == f"error: {user_db} was written by a newer smllm\n"
+    for f in user_db.parent.iterdir():
+        f.unlink()
+    user_db.write_bytes(b"this is not a database" * 100)
+    ran = smllm(["session", "show", key], project, env)
+    _ok(ran)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err.startswith(f"error: {user_db}: file is not a database")
