@@ -1,0 +1,186 @@
+"""The hook path stays light: with a warm compiled-machine cache, `smllm session show` and
+`smllm fire` import no YAML parser, no jsonschema, no tomlkit, no MCP/PostgreSQL/tokenizer
+package and no CLI framework; after an edit of the machine file the YAML is parsed again.
+
+Each check runs the real `python -m smllm` in a new process, wrapped so that the names in
+`sys.modules` are written to a file when the process exits.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Ran, smllm
+
+#: top-level packages the warm hook path must not import
+FORBIDDEN = frozenset(
+    {
+        "yaml",
+        "_yaml",
+        "jsonschema",
+        "jsonschema_specifications",
+        "referencing",
+        "tomlkit",
+        "mcp",
+        "psycopg",
+        "psycopg2",
+        "tokenizers",
+        "click",
+        "typer",
+        "rich",
+        "pydantic",
+        "pydantic_core",
+        "anyio",
+        "httpx",
+    }
+)
+
+_WRAPPER = """\
+import atexit, runpy, sys
+
+def _dump():
+    with open({out!r}, "w") as f:
+        f.write("\\n".join(sorted(sys.modules)))
+
+atexit.register(_dump)
+sys.argv = {argv!r}
+{run}
+"""
+
+
+def loaded(
+    args: list[str] | None, cwd: Path, env: dict[str, str], out: Path
+) -> tuple[Ran, set[str]]:
+    """Run `python -m smllm ARGS` (a bare interpreter when None); its result and sys.modules."""
+    run = "runpy.run_module('smllm', run_name='__main__', alter_sys=True)" if args else "pass"
+    code = _WRAPPER.format(out=str(out), argv=["smllm", *(args or [])], run=run)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    names = set(out.read_text().split()) if out.exists() else set()
+    out.unlink(missing_ok=True)
+    return Ran(proc.returncode, proc.stdout, proc.stderr), names
+
+
+def forbidden(names: set[str], baseline: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """The forbidden modules in `names`, less any a bare interpreter already has (a site
+    hook of the environment is not smllm's doing)."""
+    return sorted(n for n in names - baseline if n.split(".")[0] in FORBIDDEN)
+
+
+@pytest.fixture
+def baseline(project: Path, env: dict[str, str], tmp_path: Path) -> set[str]:
+    ran, names = loaded(None, project, env, tmp_path / "modules-bare.txt")
+    assert ran.code == 0, ran.err
+    assert "sys" in names  # the wrapper works
+    return names
+
+
+def _enter(project: Path, env: dict[str, str]) -> str:
+    """A session holding a new dev instance; the call also builds the compiled cache."""
+    ran = smllm(
+        ["fire", "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-7", "--json"],
+        project,
+        env,
+    )
+    assert ran.code == 0, ran.err
+    key: str = json.loads(ran.out)["session"]
+    return key
+
+
+def _cache_files(env: dict[str, str]) -> list[Path]:
+    return sorted((Path(env["XDG_CACHE_HOME"]) / "smllm").glob("machines-*"))
+
+
+def test_warm_session_show_imports_nothing_heavy(
+    project: Path, env: dict[str, str], tmp_path: Path, baseline: set[str]
+) -> None:
+    key = _enter(project, env)
+    assert _cache_files(env), "the compiled machine cache was not written"
+    warm = smllm(["session", "show", key], project, env)
+    assert warm.code == 0, warm.err
+
+    ran, names = loaded(["session", "show", key], project, env, tmp_path / "modules.txt")
+
+    assert ran.code == 0, ran.err
+    assert ran.out == warm.out  # the wrapper runs the real command
+    assert "dev › PLAN" in ran.out
+    assert "smllm.machine.cache" in names
+    assert forbidden(names, baseline) == []
+    assert "smllm.machine.yamltree" not in names
+
+
+def test_warm_session_show_in_idle_imports_nothing_heavy(
+    project: Path, env: dict[str, str], tmp_path: Path, baseline: set[str]
+) -> None:
+    new = smllm(["session", "new", "--json"], project, env)
+    assert new.code == 0, new.err
+    key = json.loads(new.out)["session"]
+    assert smllm(["session", "show", key], project, env).code == 0
+
+    ran, names = loaded(["session", "show", key], project, env, tmp_path / "modules.txt")
+
+    assert ran.code == 0, ran.err
+    assert "idle" in ran.out
+    assert forbidden(names, baseline) == []
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        ["yield"],
+        ["yield", "--param", "note=waiting for review"],
+        ["planned", "--param", "size=small"],  # an enum string param: checked without jsonschema
+    ],
+    ids=["yield", "yield-note", "planned-enum"],
+)
+def test_warm_fire_imports_nothing_heavy(
+    project: Path, env: dict[str, str], tmp_path: Path, baseline: set[str], event: list[str]
+) -> None:
+    key = _enter(project, env)
+
+    ran, names = loaded(["fire", "--session", key, *event], project, env, tmp_path / "mods.txt")
+
+    assert ran.code == 0, ran.err
+    assert forbidden(names, baseline) == []
+
+
+@pytest.mark.parametrize(
+    "new",
+    ["Write a short plan for the issue", "Write a PLAN for the issue"],
+    ids=["longer", "same-size"],
+)
+def test_edited_machine_is_parsed_again(
+    project: Path, env: dict[str, str], tmp_path: Path, baseline: set[str], new: str
+) -> None:
+    key = _enter(project, env)
+    _, names = loaded(["session", "show", key], project, env, tmp_path / "before.txt")
+    assert forbidden(names, baseline) == []
+
+    machine = project / ".smllm" / "dev.smllm.yaml"
+    text = machine.read_text()
+    old = "Write a plan for the issue"
+    assert old in text
+    machine.write_text(text.replace(old, new))
+
+    ran, names = loaded(["session", "show", key], project, env, tmp_path / "after.txt")
+
+    assert ran.code == 0, ran.err
+    assert new in ran.out  # the edit is seen …
+    assert "yaml" in names  # … because the file was parsed again: the test can fail
+    assert "yaml" in forbidden(names, baseline)
+
+    # and the rebuilt cache is warm again
+    ran, names = loaded(["session", "show", key], project, env, tmp_path / "again.txt")
+    assert ran.code == 0, ran.err
+    assert new in ran.out
+    assert forbidden(names, baseline) == []
