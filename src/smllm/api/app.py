@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..engine.fire import Call, Outcome, fire
 from ..engine.host import Host
@@ -18,8 +18,9 @@ from ..engine.idle import kind_of
 from ..engine.records import AuditRecord, Instance, Session
 from ..engine.reply import Reply
 from ..engine.view import StopOutcome
-from ..machine.config import Loaded, find_configs
-from ..store.base import RefTaken, StoreConflict
+from ..machine.config import Loaded, StoreSpec, find_configs
+from ..record import Record
+from ..store.base import InstanceStore, RefTaken, StoreConflict
 from ..store.sqlite import SqliteStore
 from .stores import Stores, user_store
 
@@ -35,7 +36,7 @@ class CallError(Exception):
     """A call that isn't a refusal in a block (cli-and-harnesses.md §3): exit 1, `error: …`."""
 
 
-class Result(NamedTuple):
+class Result(Record):
     ok: bool
     reply: Reply
     session: Session | None  # the session after the call (None: no session was made)
@@ -82,6 +83,7 @@ class App:
             host = SystemHost(env)
         self.host = host
         self.user: SqliteStore = user_store()
+        self.opened: dict[StoreSpec, InstanceStore] = {}
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -109,7 +111,7 @@ class App:
             raise CallError(f"to see where you are, {_PASS_KEY}")
         s = self.session(key)
         loaded = self.load(s.configs)
-        stores = Stores(loaded, self.user)
+        stores = Stores(loaded, self.user, self.opened)
         return Result(True, view(loaded, s, stores, self.host), s, stores)
 
     def fire(
@@ -129,7 +131,7 @@ class App:
             session = self.session(key)
             configs = session.configs
         loaded = self.load(configs)
-        stores = Stores(loaded, self.user)
+        stores = Stores(loaded, self.user, self.opened)
         call = Call(event, params, source, session, harness, self.cwd, configs)
         outcome = fire(loaded, call, stores, self.host)
         return self.commit(loaded, stores, call, outcome)
@@ -200,8 +202,7 @@ class App:
         configs: tuple[str, ...] | None = None,
     ) -> Session:
         """A new session in idle, with the configs found from `cwd` (`smllm session new`)."""
-        from ..engine.fire import iso
-        from ..engine.records import SessionWrite
+        from ..engine.records import SessionWrite, iso
 
         cwd = cwd or self.cwd
         configs = configs if configs is not None else find_configs(cwd, self.config)
@@ -232,7 +233,7 @@ class App:
 
         s = self.session(key)
         loaded = self.load(s.configs)
-        stores = Stores(loaded, self.user)
+        stores = Stores(loaded, self.user, self.opened)
         outcome = stop(loaded, s, continuing, stores, self.host)
         if outcome.session is not None or outcome.audit:
             from ..engine.records import SessionWrite

@@ -36,10 +36,17 @@ def open_store(spec: StoreSpec) -> InstanceStore:
 class Stores:
     """The instance stores of `loaded`'s machines, read as one, plus the user's store."""
 
-    def __init__(self, loaded: Loaded, user: SqliteStore) -> None:
+    def __init__(
+        self,
+        loaded: Loaded,
+        user: SqliteStore,
+        opened: dict[StoreSpec, InstanceStore] | None = None,
+    ) -> None:
         self.loaded = loaded
         self.user = user
-        self._by_spec: dict[StoreSpec, InstanceStore] = {}
+        # stores stay open across calls of one process: a new SQLite connection costs its
+        # setup and, on its first commit, an extra sync of the folder
+        self._by_spec: dict[StoreSpec, InstanceStore] = opened if opened is not None else {}
         self._found_in: dict[tuple[str, str], InstanceStore] = {}
 
     def store_of(self, machine: str) -> InstanceStore | None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..api.app import App, CallError, Result
 from ..engine.records import Instance, Session
 from .main import Exit, config_option, emit_json
+
+if TYPE_CHECKING:
+    from argparse import Namespace
 
 __all__ = ["demo", "fire", "init", "instance", "new", "session"]
 
@@ -33,7 +35,7 @@ def _shown(path: str) -> str:
     return shown_path(path)
 
 
-def _app(args: argparse.Namespace) -> App:
+def _app(args: Namespace) -> App:
     return App(config=config_option(args))
 
 
@@ -66,7 +68,7 @@ def _call_error(exc: CallError, as_json: bool) -> int:
 # -- init and new ------------------------------------------------------------------------------
 
 
-def init(args: argparse.Namespace) -> int:
+def init(args: Namespace) -> int:
     from ..machine.config import user_config_path
 
     path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm", "config.toml")
@@ -112,7 +114,7 @@ states:
 """
 
 
-def new(args: argparse.Namespace) -> int:
+def new(args: Namespace) -> int:
     import re
 
     from ..machine.schema import NAME_PATTERNS
@@ -216,7 +218,7 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
     return tuple(pairs)
 
 
-def fire(args: argparse.Namespace) -> int:
+def fire(args: Namespace) -> int:
     try:
         params = parse_json_params(args.params) + parse_params(args.param)
     except CallError as exc:
@@ -242,7 +244,7 @@ def fire(args: argparse.Namespace) -> int:
     return _reply(result, args.json)
 
 
-def session(args: argparse.Namespace) -> int:
+def session(args: Namespace) -> int:
     if args.action == "new":
         return _session_new(args)
     if args.action == "list":
@@ -294,7 +296,7 @@ def _audit_detail(kind: str, d: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
 
 
-def _session_new(args: argparse.Namespace) -> int:
+def _session_new(args: Namespace) -> int:
     app = _app(args)
     key = app.new_session().key
     result = app.view(key)
@@ -345,7 +347,7 @@ def _session_json(app: App, s: Session) -> dict[str, Any]:
 
 
 def _minute(at: str) -> str:
-    from ..engine.fire import minute
+    from ..engine.records import minute
 
     return minute(at)
 
@@ -358,7 +360,7 @@ def _table(rows: list[list[str]]) -> None:
         _out("".join(c.ljust(w + 2) for c, w in zip(r, widths, strict=False)) + r[-1])
 
 
-def _session_list(args: argparse.Namespace) -> int:
+def _session_list(args: Namespace) -> int:
     app = App()
     sessions = app.user.sessions()
     if args.json:
@@ -371,7 +373,7 @@ def _session_list(args: argparse.Namespace) -> int:
 # -- instances ---------------------------------------------------------------------------------
 
 
-def _loaded_here(args: argparse.Namespace) -> tuple[App, Any]:
+def _loaded_here(args: Namespace) -> tuple[App, Any]:
     app = _app(args)
     configs = app.configs_here()
     if not configs:
@@ -379,7 +381,7 @@ def _loaded_here(args: argparse.Namespace) -> tuple[App, Any]:
     return app, app.load(configs)
 
 
-def instance(args: argparse.Namespace) -> int:
+def instance(args: Namespace) -> int:
     from ..api.stores import Stores
 
     app, loaded = _loaded_here(args)
@@ -446,7 +448,7 @@ def instance(args: argparse.Namespace) -> int:
     return 0
 
 
-def demo(args: argparse.Namespace) -> int:
+def demo(args: Namespace) -> int:
     from .demo import run_demo
 
     return run_demo(keep=args.keep)

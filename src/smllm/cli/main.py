@@ -8,14 +8,16 @@ stderr as `error: …`; `--json` prints exactly one object on stdout.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Exit", "main"]
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+__all__ = ["Exit", "config_option", "emit_json", "main"]
 
 
 class Exit(Exception):
@@ -27,90 +29,7 @@ class Exit(Exception):
         self.message = message
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise Exit(2, message)
-
-
-def _config_flag(p: argparse.ArgumentParser, top: bool) -> None:
-    p.add_argument(
-        "--config",
-        metavar="FILE",
-        default=None if top else argparse.SUPPRESS,
-        help="read only this config file (also SMLLM_CONFIG)",
-    )
-
-
-def _parser() -> _Parser:
-    from .. import __version__
-
-    top = _Parser(prog="smllm", description="State machines that guide coding agents.")
-    top.add_argument("-V", "--version", action="version", version=f"smllm {__version__}")
-    _config_flag(top, True)
-    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-
-    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_, description=help_)
-        _config_flag(p, False)
-        return p
-
-    p = cmd("init", "write a config template to ./.smllm/config.toml")
-    p.add_argument("--user", action="store_true", help="write the user config instead")
-    p.add_argument("--json", action="store_true")
-
-    p = cmd("new", "print a machine template, or write it with --write")
-    p.add_argument("id")
-    p.add_argument("--dir", default=None)
-    p.add_argument("--write", action="store_true")
-    p.add_argument("--json", action="store_true")
-
-    p = cmd("fire", "fire one event")
-    p.add_argument("event")
-    p.add_argument("--session", metavar="KEY")
-    p.add_argument("--host", action="store_true", help="fire as the host")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
-    p.add_argument("--params", metavar="JSON", help="params as one JSON object; - reads it "
-                   "from standard input")
-    p.add_argument("--json", action="store_true")
-
-    p = cmd("session", "list, show or start sessions")
-    ssub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
-    q = ssub.add_parser("list", help="sessions, most recently active first")
-    q.add_argument("--json", action="store_true")
-    _config_flag(q, False)
-    q = ssub.add_parser("show", help="where a session is, as the agent sees it")
-    q.add_argument("key")
-    q.add_argument("--audit", action="store_true")
-    q.add_argument("--json", action="store_true")
-    _config_flag(q, False)
-    q = ssub.add_parser("new", help="start a session in idle and show it")
-    q.add_argument("--json", action="store_true")
-    _config_flag(q, False)
-
-    p = cmd("instance", "list or show instances")
-    isub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
-    q = isub.add_parser("list", help="instances of the configured machines")
-    q.add_argument("--machine")
-    q.add_argument(
-        "--status",
-        action="append",
-        default=[],
-        choices=["active", "interrupted", "paused", "completed"],
-    )
-    q.add_argument("--json", action="store_true")
-    _config_flag(q, False)
-    q = isub.add_parser("show", help="an instance and its history")
-    q.add_argument("ref", metavar="ID|REF")
-    q.add_argument("--machine")
-    q.add_argument("--json", action="store_true")
-    _config_flag(q, False)
-
-    p = cmd("demo", "play a scripted agent through the example machine in a throw-away folder")
-    p.add_argument("--keep", action="store_true", help="keep the folder and print its path")
-    return top
-
-
-def config_option(args: argparse.Namespace) -> str | None:
+def config_option(args: Namespace) -> str | None:
     """`--config`, else a non-empty SMLLM_CONFIG; a missing explicit file is exit 2."""
     explicit = getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG") or None
     if explicit and not os.path.isfile(explicit):
@@ -122,10 +41,28 @@ def emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
 
 
-def _dispatch(args: argparse.Namespace) -> int:
+def _fast_args(argv: list[str]) -> Any:
+    """`session show KEY [--json]` without argparse: the hot read of hooks and status lines
+    skips building the whole parser (and the modules argparse imports)."""
+    simple = len(argv) == 3 or (len(argv) == 4 and argv[3] == "--json")
+    if simple and argv[:2] == ["session", "show"] and argv[2][:1] != "-":
+        from types import SimpleNamespace
+
+        return SimpleNamespace(
+            command="session",
+            action="show",
+            key=argv[2],
+            audit=False,
+            json=len(argv) == 4,
+            config=None,
+        )
+    return None
+
+
+def _dispatch(args: Namespace) -> int:
     from . import commands
 
-    table: dict[str, Callable[[argparse.Namespace], int]] = {
+    table: dict[str, Callable[[Namespace], int]] = {
         "init": commands.init,
         "new": commands.new,
         "fire": commands.fire,
@@ -139,9 +76,15 @@ def _dispatch(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
     try:
-        args = _parser().parse_args(argv)
+        args = _fast_args(list(sys.argv[1:] if argv is None else argv))
+        if args is None:
+            from .parser import parse
+
+            args = parse(argv)
         if args.command is None:
-            _parser().print_help()
+            from .parser import build
+
+            build().print_help()
             return 2
         code = _dispatch(args)
         sys.stdout.flush()
@@ -173,7 +116,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             traceback.print_exc()
         return 2
-
-
-def entry() -> NoReturn:
-    sys.exit(main())

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..machine.model import Machine
-from .fire import Outcome, minute
-from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite
+from .fire import Outcome
+from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
 from .rules import duplicate, quoted
 
 if TYPE_CHECKING:

@@ -8,13 +8,13 @@ engine.md §4.1 touch the session).
 
 from __future__ import annotations
 
-from datetime import UTC
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..machine.config import Loaded
 from ..machine.model import Machine, State
+from ..record import Record
 from .host import Host, Reader
-from .idle import idle_view, kind_of
+from .idle import idle_prompt, idle_view, kind_of, left_message
 from .records import (
     ACTIVE,
     COMPLETED,
@@ -27,17 +27,18 @@ from .records import (
     Place,
     Session,
     SessionWrite,
+    iso,
 )
 from .reply import EventsList, Header, Reply
 from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events, too_large
 from .steps import Run
 
-__all__ = ["Call", "Outcome", "fire", "idle_prompt", "iso", "left_message", "lost", "minute"]
+__all__ = ["Call", "Outcome", "fire", "lost"]
 
 _SESSION_FIELDS = frozenset({"holding", "interrupted", "yielded", "blocks", "lastActive"})
 
 
-class Call(NamedTuple):
+class Call(Record):
     """One fired event, as a surface hands it over."""
 
     event: str
@@ -50,58 +51,12 @@ class Call(NamedTuple):
     host_session: str | None = None
 
 
-class Outcome(NamedTuple):
+class Outcome(Record):
     ok: bool
     reply: Reply
     instances: tuple[InstanceWrite, ...] = ()
     session: SessionWrite | None = None
     audit: tuple[AuditRecord, ...] = ()
-
-
-def iso(now: Any) -> str:
-    return str(now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
-
-
-def minute(at: str) -> str:
-    """`YYYY-MM-DD HH:MM UTC` of a stored time."""
-    return f"{at[:10]} {at[11:16]} UTC"
-
-
-def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
-    """The config's `[idle] on-enter` text and any `Prompt failed` line."""
-    from .host import PromptError
-
-    idle = loaded.idle
-    if idle is None:
-        return None, None
-    if idle.text is not None:
-        from ..machine.load import normalise_prompt
-
-        return normalise_prompt(idle.text) or None, None
-    assert idle.file is not None
-    try:
-        text = host.read_prompt(idle.file)
-    except PromptError as exc:
-        return None, f"Prompt failed: {idle.shown}: {exc.reason}"
-    if text is None:
-        return None, f"Prompt failed: {idle.shown}: not found"
-    from ..machine.load import normalise_prompt
-
-    return normalise_prompt(text) or None, None
-
-
-def left_message(
-    loaded: Loaded, session: Session, inst: Instance | None, place: Place
-) -> str | None:
-    """engine.md §7.1: why the held instance has left the session, or None."""
-    if inst is None:
-        return f"instance {place.id} no longer exists; you are in idle"
-    kind = kind_of(loaded, inst.machine)
-    if inst.holder != session.key:
-        return f"{kind} {inst.label} moved to session {inst.holder}; you are in idle"
-    if inst.status != ACTIVE:
-        return f"{kind} {inst.label} is {inst.status}; you are in idle"
-    return None
 
 
 def lost(loaded: Loaded, call: Call, reader: Reader, host: Host, message: str) -> Outcome:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from ..machine.model import Command
+from ..record import Record
 from .records import Instance
 
 __all__ = ["CommandResult", "Host", "PromptError", "Reader"]
 
 
-class CommandResult(NamedTuple):
+class CommandResult(Record):
     ok: bool
     detail: str  # "" when ok; else `exited N[: TAIL]`, `timed out after Ns`, …
 

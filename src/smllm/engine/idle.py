@@ -6,12 +6,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..machine.config import Loaded
-from .host import Reader
-from .records import INTERRUPTED, Instance, Session
+from .host import Host, Reader
+from .records import ACTIVE, INTERRUPTED, Instance, Place, Session
 from .reply import EventItem, EventsList, IdleList, InstanceLine, MachineLine, ParamLine
 from .rules import BUILTIN_DESCRIPTIONS
 
-__all__ = ["PAUSED_LIST_CUT", "IdleView", "idle_view", "instance_line", "kind_of"]
+__all__ = [
+    "PAUSED_LIST_CUT",
+    "IdleView",
+    "idle_prompt",
+    "idle_view",
+    "instance_line",
+    "kind_of",
+    "left_message",
+]
 
 #: agent-text.md §3: the idle list shows at most this many paused instances.
 PAUSED_LIST_CUT = 10
@@ -176,3 +184,40 @@ def idle_view(
     )
     events = idle_events(loaded, key, interrupted, has_slot, total)
     return IdleView(idle, events)
+
+
+def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
+    """The config's `[idle] on-enter` text and any `Prompt failed` line."""
+    from .host import PromptError
+
+    idle = loaded.idle
+    if idle is None:
+        return None, None
+    if idle.text is not None:
+        from ..machine.load import normalise_prompt
+
+        return normalise_prompt(idle.text) or None, None
+    assert idle.file is not None
+    try:
+        text = host.read_prompt(idle.file)
+    except PromptError as exc:
+        return None, f"Prompt failed: {idle.shown}: {exc.reason}"
+    if text is None:
+        return None, f"Prompt failed: {idle.shown}: not found"
+    from ..machine.load import normalise_prompt
+
+    return normalise_prompt(text) or None, None
+
+
+def left_message(
+    loaded: Loaded, session: Session, inst: Instance | None, place: Place
+) -> str | None:
+    """engine.md §7.1: why the held instance has left the session, or None."""
+    if inst is None:
+        return f"instance {place.id} no longer exists; you are in idle"
+    kind = kind_of(loaded, inst.machine)
+    if inst.holder != session.key:
+        return f"{kind} {inst.label} moved to session {inst.holder}; you are in idle"
+    if inst.status != ACTIVE:
+        return f"{kind} {inst.label} is {inst.status}; you are in idle"
+    return None

@@ -6,7 +6,10 @@ ISO-8601 strings with microseconds (`2026-12-02T14:44:41.123456Z`): they sort as
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from datetime import UTC, datetime
+from typing import Any
+
+from ..record import Record
 
 __all__ = [
     "ACTIVE",
@@ -20,19 +23,21 @@ __all__ = [
     "Place",
     "Session",
     "SessionWrite",
+    "iso",
+    "minute",
 ]
 
 ACTIVE, INTERRUPTED, PAUSED, COMPLETED = "active", "interrupted", "paused", "completed"
 
 
-class Place(NamedTuple):
+class Place(Record):
     """`{machine, id}`: which instance a session holds or keeps in its interrupted slot."""
 
     machine: str
     id: str
 
 
-class Instance(NamedTuple):
+class Instance(Record):
     id: str
     machine: str
     ref: str | None
@@ -88,7 +93,7 @@ class Instance(NamedTuple):
         )
 
 
-class Session(NamedTuple):
+class Session(Record):
     key: str
     harness: str
     host_session: str | None
@@ -144,7 +149,7 @@ def _place(d: dict[str, str] | None) -> Place | None:
     return None if d is None else Place(d["machine"], d["id"])
 
 
-class HistoryRecord(NamedTuple):
+class HistoryRecord(Record):
     at: str
     session: str
     source: str
@@ -189,13 +194,13 @@ class HistoryRecord(NamedTuple):
         )
 
 
-class AuditRecord(NamedTuple):
+class AuditRecord(Record):
     at: str
     kind: str  # bind | event | block | runaway | moved | prompt
     detail: dict[str, Any]
 
 
-class InstanceWrite(NamedTuple):
+class InstanceWrite(Record):
     """Write `instance` if the stored version is still `expected` (0: a new instance)."""
 
     instance: Instance
@@ -203,7 +208,7 @@ class InstanceWrite(NamedTuple):
     history: HistoryRecord
 
 
-class SessionWrite(NamedTuple):
+class SessionWrite(Record):
     """Apply `changes` to the session as stored at commit time, or create `session`.
 
     The commit fails like an instance conflict when the stored `holding` is no longer
@@ -214,3 +219,12 @@ class SessionWrite(NamedTuple):
     create: bool
     expected_holding: Place | None
     changes: frozenset[str]  # the fields of `session` this write sets
+
+
+def iso(now: datetime) -> str:
+    return str(now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+
+
+def minute(at: str) -> str:
+    """`YYYY-MM-DD HH:MM UTC` of a stored time."""
+    return f"{at[:10]} {at[11:16]} UTC"

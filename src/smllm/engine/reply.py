@@ -5,7 +5,9 @@ The engine decides every part and its content; it never formats a block or escap
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..record import Record
 
 __all__ = [
     "EventItem",
@@ -19,7 +21,7 @@ __all__ = [
 ]
 
 
-class Header(NamedTuple):
+class Header(Record):
     session: str | None  # None: "no session · idle"
     machine: str | None = None  # None: idle
     state: str = ""
@@ -28,7 +30,7 @@ class Header(NamedTuple):
     label: str = ""
 
 
-class ParamLine(NamedTuple):
+class ParamLine(Record):
     name: str
     required: bool
     enum: tuple[str, ...] | None = None
@@ -38,18 +40,18 @@ class ParamLine(NamedTuple):
     description: str | None = None
 
 
-class EventItem(NamedTuple):
+class EventItem(Record):
     name: str
     description: str | None
     params: tuple[ParamLine, ...] = ()
 
 
-class EventsList(NamedTuple):
+class EventsList(Record):
     session: str | None
     items: tuple[EventItem, ...]
 
 
-class MachineLine(NamedTuple):
+class MachineLine(Record):
     id: str
     description: str | None
     kind: str
@@ -61,21 +63,21 @@ class MachineLine(NamedTuple):
     host_only: bool
 
 
-class InstanceLine(NamedTuple):
+class InstanceLine(Record):
     kind: str
     label: str
     machine: str
     state: str
 
 
-class IdleList(NamedTuple):
+class IdleList(Record):
     machines: tuple[MachineLine, ...] | None  # None: listPaused, which shows only Paused:
     interrupted: InstanceLine | None
     paused: tuple[InstanceLine, ...]
     more: int  # paused left out of the list
 
 
-class Reply(NamedTuple):
+class Reply(Record):
     """The parts of one block, in block order; empty parts are left out."""
 
     header: Header

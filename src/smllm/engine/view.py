@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import NamedTuple
 
 from ..machine.config import Loaded
 from ..machine.model import State
-from .fire import idle_prompt, iso, left_message
+from ..record import Record
 from .host import Host, Reader
-from .idle import idle_view
-from .records import AuditRecord, Instance, Session, SessionWrite
+from .idle import idle_prompt, idle_view, left_message
+from .records import AuditRecord, Instance, Session, SessionWrite, iso
 from .reply import EventItem, EventsList, Header, Reply
 from .rules import state_events
 from .steps import entry_prompts
@@ -101,7 +100,7 @@ class Decision(Enum):
     RUNAWAY = "runaway"
 
 
-class StopOutcome(NamedTuple):
+class StopOutcome(Record):
     decision: Decision
     reply: Reply | None
     session: SessionWrite | None = None

@@ -19,7 +19,7 @@ from .config import Loaded, load_configs
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records change shape, so old caches are ignored
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 
@@ -71,9 +71,16 @@ def _path(configs: tuple[str, ...]) -> str:
     return os.path.join(cache_dir(), f"machines-{zlib.crc32(key):08x}-{len(key)}.pickle")
 
 
+#: what this process already loaded, by cache path: (signatures, build time, loaded)
+_MEMO: dict[str, tuple[list[Signature], int, Loaded]] = {}
+
+
 def load_cached(configs: tuple[str, ...]) -> Loaded:
     """The loaded machines of `configs`, from the cache when no file changed."""
     path = _path(configs)
+    memo = _MEMO.get(path)
+    if memo is not None and memo[2].configs == configs and _fresh(memo[0], memo[1]):
+        return memo[2]
     try:
         with open(path, "rb") as f:
             entry: dict[str, Any] = pickle.load(f)
@@ -83,12 +90,14 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
             and _fresh(entry["signatures"], entry["built_ns"])
         ):
             loaded: Loaded = entry["loaded"]
+            _MEMO[path] = (entry["signatures"], entry["built_ns"], loaded)
             return loaded
     except Exception:  # a missing, stale or damaged cache is rebuilt
         pass
     built_ns = time.time_ns()
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
+    _MEMO[path] = (signatures, built_ns, loaded)
     entry = {
         "format": CACHE_FORMAT,
         "configs": configs,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import NamedTuple
 
+from ..record import Record
 from .findings import Finding
 from .model import Machine
 
@@ -34,7 +34,7 @@ HARNESS_PARTS: dict[str, tuple[str, ...]] = {
 }
 
 
-class StoreSpec(NamedTuple):
+class StoreSpec(Record):
     """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
 
     kind: str  # "dir" | "url" | "url-env"
@@ -42,13 +42,13 @@ class StoreSpec(NamedTuple):
     namespace: str
 
 
-class IdlePrompt(NamedTuple):
+class IdlePrompt(Record):
     text: str | None
     file: str | None  # absolute
     shown: str
 
 
-class ConfigFile(NamedTuple):
+class ConfigFile(Record):
     path: str
     machine_files: tuple[tuple[str, str], ...]  # (absolute path, as written)
     idle: IdlePrompt | None
@@ -61,7 +61,7 @@ class ConfigFile(NamedTuple):
         return not any(f.level == "error" for f in self.findings)
 
 
-class Loaded(NamedTuple):
+class Loaded(Record):
     """The machines of one set of configs, ready for the engine."""
 
     configs: tuple[str, ...]

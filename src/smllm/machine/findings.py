@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from ..record import Record
 
 __all__ = ["HINTS", "Finding", "format_path"]
 
@@ -109,7 +109,7 @@ def format_path(path: Path_) -> str:
     return "".join(out)
 
 
-class Finding(NamedTuple):
+class Finding(Record):
     """One finding of a check, at `file:line:col` of the node that is wrong."""
 
     rule: str

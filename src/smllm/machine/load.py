@@ -7,8 +7,9 @@ Structure rules (MCH, EVT, AGT) run only once the shape is valid (validation.md 
 from __future__ import annotations
 
 import os
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..record import Record
 from .findings import Finding
 from .model import (
     BUILTIN_EVENTS,
@@ -31,7 +32,7 @@ __all__ = ["LoadResult", "load_machine_file", "load_machine_source", "normalise_
 Path_ = tuple[str | int, ...]
 
 
-class LoadResult(NamedTuple):
+class LoadResult(Record):
     machine: Machine | None
     findings: list[Finding]
     top_id: str | None  # the file's top-level `id:`, even when it has errors (CFG-8)

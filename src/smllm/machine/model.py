@@ -6,7 +6,9 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from ..record import Record
 
 __all__ = [
     "BUILTIN_EVENTS",
@@ -30,7 +32,7 @@ BUILTIN_EVENTS = ("enter", "resume", "listPaused", "yield", "pause", "unmatched"
 DEFAULT_TIMEOUT_SECS = 60.0
 
 
-class Command(NamedTuple):
+class Command(Record):
     """What a `command` guard or action runs."""
 
     run: str | tuple[str, ...]
@@ -45,14 +47,14 @@ class Command(NamedTuple):
         return "[" + ", ".join(self.run) + "]"
 
 
-class Guard(NamedTuple):
+class Guard(Record):
     kind: str  # "command" | "visits"
     command: Command | None = None
     state: str = ""  # visits
     at_least: int = 0  # visits
 
 
-class Action(NamedTuple):
+class Action(Record):
     kind: str  # "prompt" | "command" | "setRef"
     text: str | None = None  # prompt text (normalised)
     file: str | None = None  # prompt file, absolute
@@ -61,7 +63,7 @@ class Action(NamedTuple):
     optional: bool = False  # the implied enter-STATE.md: its absence is silent
 
 
-class Transition(NamedTuple):
+class Transition(Record):
     target: str | None
     guard: Guard | None
     actions: tuple[Action, ...]
@@ -73,7 +75,7 @@ class Transition(NamedTuple):
         return any(a.kind == "setRef" for a in self.actions)
 
 
-class ParamSpec(NamedTuple):
+class ParamSpec(Record):
     """One param of an event in one state, as checks and the events list need it."""
 
     name: str
@@ -87,7 +89,7 @@ class ParamSpec(NamedTuple):
     plain: bool  # a string param that uses only description/enum/pattern
 
 
-class EventDef(NamedTuple):
+class EventDef(Record):
     name: str
     description: str | None
     source: str  # "agent" | "host"
@@ -95,7 +97,7 @@ class EventDef(NamedTuple):
     defs: dict[str, Any] | None  # the params object's $defs, for $ref
 
 
-class Shared(NamedTuple):
+class Shared(Record):
     number: int  # position in meta.sharedActions, for failure lines
     states: frozenset[str]
     before: bool
@@ -103,7 +105,7 @@ class Shared(NamedTuple):
     exit: tuple[Action, ...]
 
 
-class State(NamedTuple):
+class State(Record):
     name: str
     final: bool
     entry_point: bool
@@ -116,13 +118,13 @@ class State(NamedTuple):
     implied_prompt: str | None  # absolute path of enter-STATE.md, when used
 
 
-class RefSpec(NamedTuple):
+class RefSpec(Record):
     param: str
     pattern: str | None
     description: str | None
 
 
-class Machine(NamedTuple):
+class Machine(Record):
     id: str
     description: str | None
     initial: str

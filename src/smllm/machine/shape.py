@@ -8,8 +8,9 @@ Every finding is collected; nothing stops at the first.
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
+from ..record import Record
 from .schema import UNSUPPORTED
 
 __all__ = ["ShapeIssue", "check_shape"]
@@ -48,7 +49,7 @@ _TYPE_WORDS = {
 }
 
 
-class ShapeIssue(NamedTuple):
+class ShapeIssue(Record):
     rule: str
     path: Path_
     at_key: bool  # True: the finding is at the key (unknown or misnamed keys)

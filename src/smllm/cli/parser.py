@@ -1,0 +1,100 @@
+"""The argument parser of `smllm` (cli-and-harnesses.md §2). Imported only when a command
+needs it: `session show` takes a direct route (see main._fast_args)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import NoReturn
+
+from .main import Exit
+
+__all__ = ["build", "parse"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise Exit(2, message)
+
+
+def _config_flag(p: argparse.ArgumentParser, top: bool) -> None:
+    p.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None if top else argparse.SUPPRESS,
+        help="read only this config file (also SMLLM_CONFIG)",
+    )
+
+
+def build() -> _Parser:
+    from .. import __version__
+
+    top = _Parser(prog="smllm", description="State machines that guide coding agents.")
+    top.add_argument("-V", "--version", action="version", version=f"smllm {__version__}")
+    _config_flag(top, True)
+    sub = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_, description=help_)
+        _config_flag(p, False)
+        return p
+
+    p = cmd("init", "write a config template to ./.smllm/config.toml")
+    p.add_argument("--user", action="store_true", help="write the user config instead")
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("new", "print a machine template, or write it with --write")
+    p.add_argument("id")
+    p.add_argument("--dir", default=None)
+    p.add_argument("--write", action="store_true")
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("fire", "fire one event")
+    p.add_argument("event")
+    p.add_argument("--session", metavar="KEY")
+    p.add_argument("--host", action="store_true", help="fire as the host")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--params", metavar="JSON", help="params as one JSON object; - reads it from standard input"
+    )
+    p.add_argument("--json", action="store_true")
+
+    p = cmd("session", "list, show or start sessions")
+    ssub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    q = ssub.add_parser("list", help="sessions, most recently active first")
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+    q = ssub.add_parser("show", help="where a session is, as the agent sees it")
+    q.add_argument("key")
+    q.add_argument("--audit", action="store_true")
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+    q = ssub.add_parser("new", help="start a session in idle and show it")
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+
+    p = cmd("instance", "list or show instances")
+    isub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    q = isub.add_parser("list", help="instances of the configured machines")
+    q.add_argument("--machine")
+    q.add_argument(
+        "--status",
+        action="append",
+        default=[],
+        choices=["active", "interrupted", "paused", "completed"],
+    )
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+    q = isub.add_parser("show", help="an instance and its history")
+    q.add_argument("ref", metavar="ID|REF")
+    q.add_argument("--machine")
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+
+    p = cmd("demo", "play a scripted agent through the example machine in a throw-away folder")
+    p.add_argument("--keep", action="store_true", help="keep the folder and print its path")
+    return top
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build().parse_args(argv)
