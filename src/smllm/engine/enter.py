@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..machine.model import Machine
-from .fire import Outcome
+from .call import Outcome
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
 from .rules import duplicate, quoted
 

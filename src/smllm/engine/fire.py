@@ -12,14 +12,13 @@ from typing import Any
 
 from ..machine.config import Loaded
 from ..machine.model import Machine, State
-from ..record import Record
+from .builtins import do_yield, let_go, resume_fallback, state_gone, unconfigured, unmatched
+from .call import Call, Outcome
 from .host import Host, Reader
-from .idle import idle_prompt, idle_view, kind_of, left_message
+from .idle import idle_prompt, idle_view, left_message
 from .records import (
     ACTIVE,
     COMPLETED,
-    INTERRUPTED,
-    PAUSED,
     AuditRecord,
     HistoryRecord,
     Instance,
@@ -29,34 +28,13 @@ from .records import (
     SessionWrite,
     iso,
 )
-from .reply import EventsList, Header, Reply
+from .reply import Header, Reply
 from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events, too_large
 from .steps import Run
 
 __all__ = ["Call", "Outcome", "fire", "lost"]
 
 _SESSION_FIELDS = frozenset({"holding", "interrupted", "yielded", "blocks", "lastActive"})
-
-
-class Call(Record):
-    """One fired event, as a surface hands it over."""
-
-    event: str
-    params: tuple[tuple[str, Any], ...] = ()
-    source: str = "agent"  # "agent" | "host"
-    session: Session | None = None  # None: a keyless enter
-    harness: str = "none"  # of the session a keyless enter creates
-    cwd: str = ""
-    configs: tuple[str, ...] = ()
-    host_session: str | None = None
-
-
-class Outcome(Record):
-    ok: bool
-    reply: Reply
-    instances: tuple[InstanceWrite, ...] = ()
-    session: SessionWrite | None = None
-    audit: tuple[AuditRecord, ...] = ()
 
 
 def lost(loaded: Loaded, call: Call, reader: Reader, host: Host, message: str) -> Outcome:
@@ -239,10 +217,10 @@ class _Fire:
         assert inst is not None
         machine = self.loaded.machines.get(inst.machine)
         if machine is None:
-            return self.unconfigured(inst)
+            return unconfigured(self, inst)
         state = machine.states.get(inst.state)
         if state is None:
-            return self.state_gone(machine, inst)
+            return state_gone(self, machine, inst)
         return self.in_state(machine, state, inst)
 
     def moved(self, message: str) -> Outcome:
@@ -266,52 +244,7 @@ class _Fire:
             False, reply, session=sw, audit=(AuditRecord(self.at, "moved", {"message": message}),)
         )
 
-    def unconfigured(self, inst: Instance) -> Outcome:
-        """engine.md §7.2: only pause, which lets go of the instance without exit actions."""
-        message = (
-            f"state machine {inst.machine} is not configured (its file might have "
-            "errors); fix the config, then resume"
-        )
-        if self.event != "pause" or self.call.params:
-            from .reply import EventItem
-
-            events = EventsList(
-                self.key,
-                (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),),
-            )
-            return Outcome(
-                False, Reply(self.machine_header(None, inst), error=message, events=events)
-            )
-        return self.let_go(None, inst, (f"Paused instance {inst.label} at {inst.state}.",), [])
-
-    def state_gone(self, machine: Machine, inst: Instance) -> Outcome:
-        """engine.md §7.3: only pause and unmatched, without exit actions."""
-        note = (
-            f"Saved state {inst.state} no longer exists in {machine.id}. Fire pause, then "
-            f"enter with a state: {', '.join(machine.states)}"
-        )
-        offered = ("pause", "unmatched")
-        if self.event not in offered:
-            message = f"{self.event} is not offered here (offered: {', '.join(offered)})"
-            return self.refuse_gone(machine, inst, note, message)
-        if self.call.params:
-            message = f"{self.event} takes no params, but got {self.call.params[0][0]}"
-            return self.refuse_gone(machine, inst, note, message)
-        kind = machine.kind
-        if self.event == "pause":
-            return self.let_go(machine, inst, (f"Paused {kind} {inst.label} at {inst.state}.",), [])
-        return self.interrupt(machine, inst, [])
-
-    def refuse_gone(self, machine: Machine, inst: Instance, note: str, message: str) -> Outcome:
-        fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
-        events = state_events(machine, fake, inst, self.key, only=("pause", "unmatched"))
-        return Outcome(
-            False,
-            Reply(self.machine_header(machine, inst), notes=(note,), error=message, events=events),
-        )
-
     # -- machine states ------------------------------------------------------------------------
-
     def in_state(self, machine: Machine, state: State, inst: Instance) -> Outcome:
         offered = machine_offers(machine, state, inst, self.call.source)
         event = self.event
@@ -351,11 +284,12 @@ class _Fire:
         if problem is not None:
             return self.refuse_machine(machine, state, inst, problem)
         if event == "yield":
-            return self.do_yield(machine, inst, params)
+            return do_yield(self, machine, inst, params)
         if event == "pause":
             run = self.new_run(machine, inst, params)
             run.exit(state, (state.name, ""))
-            return self.let_go(
+            return let_go(
+                self,
                 machine,
                 inst,
                 (f"Paused {machine.kind} {inst.label} at {state.name}.",),
@@ -363,9 +297,9 @@ class _Fire:
                 run,
             )
         if event == "unmatched":
-            return self.unmatched(machine, state, inst)
+            return unmatched(self, machine, state, inst)
         if event == "resume":
-            return self.resume_fallback(machine, state, inst)
+            return resume_fallback(self, machine, state, inst)
         return self.machine_event(machine, state, inst, params)
 
     def new_run(
@@ -491,135 +425,7 @@ class _Fire:
     def key_for_write(self) -> str:
         return self.key or ""
 
-    def do_yield(self, machine: Machine, inst: Instance, params: dict[str, Any]) -> Outcome:
-        new = inst._replace(version=inst.version + 1, updated=self.at, holder_seen=self.at)
-        sw = self.session_write(inst.place, self.session.interrupted if self.session else None)
-        record = self.history(new, params, inst.state, None, ())
-        reply = Reply(self.machine_header(machine, new), yielded=inst.state)
-        return Outcome(
-            True,
-            reply,
-            (InstanceWrite(new, inst.version, record),),
-            sw,
-            self.audits(sw, machine.id, inst.label, inst.state, inst.state),
-        )
-
-    def let_go(
-        self,
-        machine: Machine | None,
-        inst: Instance,
-        notes: tuple[str, ...],
-        prompts: list[str],
-        run: Run | None = None,
-        extra: tuple[InstanceWrite, ...] = (),
-        slot: Place | bool | None = False,
-        status: str = PAUSED,
-    ) -> Outcome:
-        """Put the held instance aside (pause, or unmatched to idle) and return to idle."""
-        new = inst._replace(
-            status=status,
-            holder=self.key if status == INTERRUPTED else None,
-            version=inst.version + 1,
-            updated=self.at,
-            holder_seen=self.at,
-        )
-        keep_slot = self.session.interrupted if self.session else None
-        sw = self.session_write(
-            None,
-            keep_slot if slot is False else slot,  # type: ignore[arg-type]
-        )
-        trace = run.trace() if run else ()
-        record = self.history(new, {}, inst.state, None, (*notes, *trace))
-        writes = (*extra, InstanceWrite(new, inst.version, record))
-        view = idle_view(self.loaded, self.reader, sw.session, [w.instance for w in writes])
-        text, failure = idle_prompt(self.loaded, self.host)
-        reply = Reply(
-            Header(self.key),
-            notes=notes,
-            trace=(*trace, failure) if failure else trace,
-            instructions=(*prompts, text) if text else tuple(prompts),
-            idle=view.idle,
-            events=view.events,
-        )
-        audit = self.audits(sw, inst.machine, inst.label, inst.state, inst.state)
-        return Outcome(True, reply, writes, sw, audit)
-
-    def unmatched(self, machine: Machine, state: State, inst: Instance) -> Outcome:
-        fb = machine.fallback
-        if fb is not None and fb != state.name:
-            run = self.new_run(machine, inst, {})
-            ends = (state.name, fb)
-            run.exit(state, ends)
-            run.enter(machine.states[fb], ends)
-            run.settle()
-            with_resume = inst._replace(resume_state=state.name)
-            return self.arrive(machine, with_resume, run, f"unmatched from {state.name}", {}, ())
-        run = self.new_run(machine, inst, {})
-        run.exit(state, (state.name, ""))
-        return self.interrupt(machine, inst, run.prompts, run)
-
-    def interrupt(
-        self, machine: Machine, inst: Instance, prompts: list[str], run: Run | None = None
-    ) -> Outcome:
-        notes: list[str] = []
-        extra: tuple[InstanceWrite, ...] = ()
-        s = self.session
-        assert s is not None
-        old_slot = s.interrupted
-        if old_slot is not None and old_slot.id != inst.id:
-            old = self.reader.instance(*old_slot)
-            if old is not None and old.status == INTERRUPTED and old.holder == s.key:
-                kind = kind_of(self.loaded, old.machine)
-                paused = old._replace(
-                    status=PAUSED, holder=None, version=old.version + 1, updated=self.at
-                )
-                note = f"Paused the previously interrupted {kind} {old.label}."
-                notes.append(note)
-                assert self.key is not None
-                rec = HistoryRecord(
-                    self.at,
-                    self.key,
-                    self.call.source,
-                    "pause",
-                    {},
-                    old.state,
-                    old.state,
-                    None,
-                    PAUSED,
-                    paused.version,
-                    (note,),
-                )
-                extra = (InstanceWrite(paused, old.version, rec),)
-        notes.append(
-            f"Interrupted {machine.kind} {inst.label} at {inst.state}. Handle the "
-            "request, then fire resume from idle."
-        )
-        return self.let_go(
-            machine, inst, tuple(notes), prompts, run, extra, inst.place, INTERRUPTED
-        )
-
-    def resume_fallback(self, machine: Machine, state: State, inst: Instance) -> Outcome:
-        back = inst.resume_state
-        assert back is not None
-        if back not in machine.states:
-            eps = ", ".join(machine.entry_points()) or "none"
-            return self.refuse_machine(
-                machine,
-                state,
-                inst,
-                f"the interrupted state {back} no "
-                "longer exists; leave with one of this state's events, or "
-                f"pause and enter with a state: {eps}",
-            )
-        run = self.new_run(machine, inst, {})
-        ends = (state.name, back)
-        run.exit(state, ends)
-        run.enter(machine.states[back], ends)
-        run.settle()
-        return self.arrive(machine, inst._replace(resume_state=None), run, "resume", {}, ())
-
     # -- idle ----------------------------------------------------------------------------------
-
     def in_idle(self) -> Outcome:
         from .enter import enter, resume_idle
 
