@@ -1,0 +1,136 @@
+"""The CLI's commands as a user runs them: real `smllm` processes, exact outputs and files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from conftest import smllm
+
+
+def test_version(tmp_path: Path, env: dict[str, str]) -> None:
+    from smllm import __version__
+
+    ran = smllm(["--version"], tmp_path, env)
+    assert (ran.code, ran.out) == (0, f"smllm {__version__}\n")
+
+
+def test_init_and_new_write(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["init"], tmp_path, env)
+    assert (ran.code, ran.out) == (0, "created .smllm/config.toml\n")
+    config = tmp_path / ".smllm" / "config.toml"
+    config.write_text(config.read_text().replace("files = []", "files = []  # keep me") +
+                      "\n# a comment at the end\n")
+    ran = smllm(["init", "--json"], tmp_path, env)
+    assert json.loads(ran.out) == {"path": str(config), "created": False}
+    ran = smllm(["new", "review", "--write"], tmp_path, env)
+    assert ran.code == 0, ran.err
+    assert ran.out == "wrote .smllm/review.smllm.yaml; added it to .smllm/config.toml\n"
+    text = config.read_text()
+    assert 'files = ["review.smllm.yaml"]  # keep me' in text
+    assert text.endswith("# a comment at the end\n")
+    ran = smllm(["new", "review", "--write"], tmp_path, env)
+    assert (ran.code, ran.err) == (1, "error: .smllm/review.smllm.yaml exists\n")
+    (tmp_path / "machines").mkdir()
+    ran = smllm(["new", "ship", "--write", "--dir", "machines", "--json"], tmp_path, env)
+    out = json.loads(ran.out)
+    assert out["written"] is True and out["path"] == str(tmp_path / "machines" / "ship.smllm.yaml")
+    assert '"review.smllm.yaml", "../machines/ship.smllm.yaml"' in config.read_text()
+    # the templates are valid machines: the session's idle list names both
+    ran = smllm(["session", "new"], tmp_path, env)
+    assert ran.err == ""
+    assert "- review: What this machine guides, in one line." in ran.out
+    assert "- ship: What this machine guides, in one line." in ran.out
+
+
+def test_init_user(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["init", "--user"], tmp_path, env)
+    assert ran.code == 0
+    assert (Path(env["XDG_CONFIG_HOME"]) / "smllm" / "config.toml").exists()
+
+
+def test_new_prints_a_template(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["new", "triage"], tmp_path, env)
+    assert ran.code == 0 and ran.out.startswith("id: triage\n")
+    assert not (tmp_path / ".smllm").exists()
+
+
+def _key(ran_out: str) -> str:
+    match = re.search(r"session (sm-[0-9a-z]{6})", ran_out)
+    assert match
+    return match.group(1)
+
+
+def test_sessions_and_instances(project: Path, env: dict[str, str]) -> None:
+    ran = smllm(["fire", "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-4",
+                 "--json"], project, env)
+    reply = json.loads(ran.out)
+    key = reply["session"]
+    assert reply["ok"] is True and reply["location"]["state"] == "PLAN"
+    assert reply["location"]["ref"] == "GH-4" and reply["location"]["machine"] == "dev"
+    assert reply["text"].startswith(f"<smllm>\nsession {key} · dev › PLAN · issue GH-4\n")
+    ran = smllm(["fire", "--session", key, "planned", "--param", "size=small"], project, env)
+    assert ran.code == 0
+    ran = smllm(["fire", "--session", key, "done", "--json"], project, env)
+    assert ran.code == 1 and json.loads(ran.out)["ok"] is False
+    idle = smllm(["session", "new", "--json"], project, env)
+    idle_key = json.loads(idle.out)["session"]
+
+    ran = smllm(["session", "list"], project, env)
+    lines = ran.out.splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(rf"{idle_key}  idle {{21}}none  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC  "
+                        + re.escape(str(project)), lines[0]), lines[0]
+    assert lines[1].startswith(f"{key}  dev › PLAN · issue GH-4  none  ")
+    listed = json.loads(smllm(["session", "list", "--json"], project, env).out)["sessions"]
+    assert listed[1]["holding"]["label"] == "GH-4" and listed[0]["holding"] is None
+
+    shown = json.loads(smllm(["session", "show", key, "--json"], project, env).out)
+    assert shown["session"]["key"] == key and shown["text"].startswith("<smllm>")
+    audit = smllm(["session", "show", key, "--audit"], project, env).out.splitlines()
+    assert [line.split("  ")[1] for line in audit] == ["bind", "event", "event"]
+    assert audit[2].endswith("  event  planned dev GH-4 PLAN → PLAN")
+    audit_json = json.loads(smllm(["session", "show", key, "--audit", "--json"], project,
+                                  env).out)
+    assert audit_json["audit"][1]["event"] == "enter"
+
+    ran = smllm(["instance", "list"], project, env)
+    assert re.fullmatch(rf"dev  GH-4  PLAN  active  {key}  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC\n",
+                        ran.out)
+    assert smllm(["instance", "list", "--status", "paused"], project, env).out == ""
+    data = json.loads(smllm(["instance", "list", "--json"], project, env).out)["instances"]
+    assert data[0]["visits"] == {"PLAN": 2} and data[0]["version"] == 2
+    show = smllm(["instance", "show", "GH-4"], project, env).out.splitlines()
+    assert show[0].startswith("dev issue GH-4 (i-")
+    assert show[1] == f"state: PLAN  status: active  holder: {key}  version: 2"
+    assert "    Guard: command `test -f PLAN.md` → false (exited 1)" in show
+    detail = json.loads(smllm(["instance", "show", "GH-4", "--json"], project, env).out)
+    assert [h["event"] for h in detail["history"]] == ["enter", "planned"]
+    assert detail["history"][1]["params"] == {"size": "small"}
+    missing = smllm(["instance", "show", "GH-9"], project, env)
+    assert (missing.code, missing.err) == (1, "error: no instance GH-9\n")
+
+
+def test_config_option_is_ignored_for_a_session(project: Path, env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    other = tmp_path / "other.toml"
+    other.write_text("[machines]\nfiles = []\n")
+    key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
+    ran = smllm(["--config", str(other), "fire", "--session", key, "enter",
+                 "--param", "stateMachine=dev"], project, env)
+    assert ran.code == 0
+    assert ran.err.startswith("note: --config is ignored for a call that names a session")
+    ran = smllm(["fire", "enter", "--config", str(other), "--param", "stateMachine=dev"],
+                project, env)
+    assert ran.code == 1 and "No state machines" not in ran.out
+    assert "enter param stateMachine must be one of:  (got \"dev\")" in ran.out
+
+
+def test_demo(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["demo"], tmp_path, env)
+    assert ran.code == 0, ran.err
+    assert ran.out.count("$ smllm ") == 8
+    assert "Guard: command `test -f PLAN.md` → false (exited 1)" in ran.out
+    assert "Completed issue GH-12. You are now in idle." in ran.out
+    assert not list(Path(env["XDG_STATE_HOME"]).glob("**/*.db"))  # the demo kept its state
