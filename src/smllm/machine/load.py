@@ -7,6 +7,7 @@ Structure rules (MCH, EVT, AGT) run only once the shape is valid (validation.md 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from ..record import Record
@@ -65,12 +66,22 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
         return LoadResult(
             None,
             [Finding.make("FMT-1", shown, f"not valid YAML: {exc.reason}", line=line, col=col)],
-            None,
+            _top_id_line(source),
         )
     builder = _Builder(doc, path, shown)
     machine = builder.build()
     top = doc.data.get("id")
     return LoadResult(machine, builder.findings, top if isinstance(top, str) else None)
+
+
+_TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""", re.M)
+
+
+def _top_id_line(source: bytes | str) -> str | None:
+    """The `id:` line of a file that isn't valid YAML, for CFG-8."""
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    match = _TOP_ID.search(text)
+    return match.group(1) if match else None
 
 
 class _Builder:

@@ -1,0 +1,153 @@
+"""Configs (machine-format.md §1), the idle text, the state folder, and what commands see:
+the action order of §3 and the SMLLM_* environment of §4."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import smllm
+from scenario import Scenario
+
+TINY = """\
+id: {id}
+description: {desc}
+initial: A
+meta: {{ smllm: 1 }}
+states:
+  A:
+    meta: {{ entryPoint: true }}
+    entry: {{ type: prompt, params: {{ text: "{desc}" }} }}
+"""
+
+
+def _write(folder: Path, name: str, mid: str, desc: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(TINY.format(id=mid, desc=desc))
+
+
+def test_user_and_project_configs_combine(tmp_path: Path, env: dict[str, str]) -> None:
+    user = Path(env["XDG_CONFIG_HOME"]) / "smllm"
+    _write(user, "mine.smllm.yaml", "mine", "The user's own machine.")
+    _write(user, "shared.smllm.yaml", "shared", "The user's copy.")
+    (user / "config.toml").write_text('[machines]\nfiles = ["mine.smllm.yaml", '
+                                      '"shared.smllm.yaml"]\n[idle]\non-enter = { text = '
+                                      '"User idle text." }\n')
+    project = tmp_path / "p"
+    _write(project / ".smllm", "shared.smllm.yaml", "shared", "The project's copy.")
+    (project / ".smllm" / "config.toml").write_text(
+        '[machines]\nfiles = ["shared.smllm.yaml"]\n[idle]\non-enter = { file = "idle.md" }\n')
+    (project / "sub").mkdir()
+    ran = smllm(["session", "new"], project / "sub", env)
+    # the project's shared replaces the user's at the project's position; its idle text wins
+    assert ran.out.split("\n")[2:8] == [
+        "Prompt failed: idle.md: not found",
+        "State machines:",
+        "- mine: The user's own machine.",
+        "    instance id param ref",
+        "    starts at: A; entry points: A",
+        "- shared: The project's copy.",
+    ]
+    (project / ".smllm" / "idle.md").write_text("Pick a machine.\r\n\r\n")
+    ran = smllm(["session", "new"], project, env)
+    assert "<instructions>\nPick a machine.\n</instructions>\nState machines:" in ran.out
+    key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
+    # a broken project config withdraws the user's machines too (CFG-7)
+    (project / ".smllm" / "config.toml").write_text("[machines\n")
+    ran = smllm(["session", "show", key], tmp_path, env)
+    assert "No state machines are configured." in ran.out
+    assert "(CFG-1)" in ran.err
+    # a project machine file with errors withdraws the user's machine of that id (CFG-8)
+    (project / ".smllm" / "config.toml").write_text('[machines]\nfiles = ["shared.smllm.yaml"]\n')
+    (project / ".smllm" / "shared.smllm.yaml").write_text("id: shared\ninitial: [\n")
+    ran = smllm(["session", "show", key], tmp_path, env)
+    assert "- mine:" in ran.out and "- shared:" not in ran.out
+
+
+def test_state_dir_and_gitignore(tmp_path: Path, env: dict[str, str]) -> None:
+    project = tmp_path / "p"
+    _write(project / ".smllm", "a.smllm.yaml", "a", "A.")
+    (project / ".smllm" / "config.toml").write_text(
+        '[machines]\nfiles = ["a.smllm.yaml"]\n[state]\ndir = "../.work/smllm"\n')
+    ran = smllm(["fire", "enter", "--param", "stateMachine=a"], project, env)
+    assert ran.code == 0, ran.err
+    state = project / ".work" / "smllm"
+    assert (state / "smllm.db").exists()
+    assert (state / ".gitignore").read_text() == "*\n"
+    assert not (project / ".smllm" / "state").exists()
+
+
+def test_sessions_reload_their_own_configs(project: Path, env: dict[str, str],
+                                          tmp_path: Path) -> None:
+    key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ran = smllm(["fire", "--session", key, "enter", "--param", "stateMachine=dev"], elsewhere, env)
+    assert ran.code == 0 and "dev › PLAN" in ran.out
+
+
+ORDER = """\
+id: order
+initial: S
+meta:
+  smllm: 1
+  events:
+    go: { params: { type: object, properties: { prURL: { type: string }, n: { type: integer } } } }
+  sharedActions:
+    - states: [S, T]
+      position: before
+      entry: { type: command, params: { run: "echo shared-before-entry-$SMLLM_STATE >> log" } }
+      exit: { type: command, params: { run: "echo shared-before-exit-$SMLLM_STATE >> log" } }
+    - states: [S, T]
+      entry: { type: command, params: { run: "echo shared-after-entry-$SMLLM_STATE >> log" } }
+      exit:
+        - { type: command, params: { run: "echo shared-after-exit-$SMLLM_STATE >> log" } }
+states:
+  S:
+    meta: { entryPoint: true }
+    entry: { type: command, params: { run: "echo S-entry >> log" } }
+    exit:
+      - { type: command, params: { run: "exit 3" } }
+      - { type: prompt, params: { text: "Left S." } }
+      - { type: command, params: { run: "echo never >> log" } }
+    on:
+      go:
+        - target: T
+          guard: { type: command, params: { run: "env | grep ^SMLLM_ | sort > guard-env" } }
+          actions:
+            - { type: command, params: { run: "env | grep ^SMLLM_ | sort > action-env" } }
+            - { type: command, params: { run: "echo go-actions >> log" } }
+        - { target: S, reenter: true }
+  T:
+    entry:
+      - { type: command, params: { run: "echo T-entry >> log" } }
+      - { type: command, params: { run: [sh, -c, "echo list-form $HOME >> log"] } }
+    on:
+      go: S
+"""
+
+
+def test_action_order_and_environment(tmp_path: Path, env: dict[str, str]) -> None:
+    machine = tmp_path / "order.smllm.yaml"
+    machine.write_text(ORDER)
+    sc = Scenario(tmp_path / "p", machine)
+    key = sc.session()
+    sc.fire(key, "enter", stateMachine="order")
+    (sc.folder / "log").write_text("")
+    result = sc.fire(key, "go", prURL="$(touch pwned)", n="7")
+    assert result.ok
+    assert not (sc.folder / "pwned").exists()  # params reach commands only as variables
+    assert (sc.folder / "log").read_text().split() == [
+        "shared-before-exit-S", "shared-after-exit-S", "go-actions",
+        "shared-before-entry-T", "T-entry", "list-form", env["HOME"], "shared-after-entry-T",
+    ]
+    assert "Action failed: S exit[0] command: exited 3" in result.text()
+    assert "<instructions>\nLeft S.\n</instructions>" in result.text()
+    guard_env = (sc.folder / "guard-env").read_text().splitlines()
+    assert guard_env == [
+        "SMLLM_EVENT=go", "SMLLM_INSTANCE=i-000001", "SMLLM_MACHINE=order",
+        "SMLLM_PARAM_N=7", "SMLLM_PARAM_PR_URL=$(touch pwned)", "SMLLM_REF=",
+        f"SMLLM_SESSION={key}", "SMLLM_STATE=S",
+    ]
+    action_env = (sc.folder / "action-env").read_text().splitlines()
+    assert "SMLLM_FROM=S" in action_env and "SMLLM_TO=T" in action_env
