@@ -188,25 +188,18 @@ def idle_view(
 
 def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
     """The config's `[idle] on-enter` text and any `Prompt failed` line."""
-    from .host import PromptError
-
     idle = loaded.idle
     if idle is None:
         return None, None
-    if idle.text is not None:
-        from ..machine.load import normalise_prompt
-
-        return normalise_prompt(idle.text) or None, None
-    assert idle.file is not None
-    try:
-        text = host.read_prompt(idle.file)
-    except PromptError as exc:
-        return None, f"Prompt failed: {idle.shown}: {exc.reason}"
-    if text is None:
-        return None, f"Prompt failed: {idle.shown}: not found"
     from ..machine.load import normalise_prompt
+    from ..machine.model import Action
+    from .steps import prompt_text
 
-    return normalise_prompt(text) or None, None
+    text = normalise_prompt(idle.text) if idle.text is not None else None
+    found, failure = prompt_text(
+        host, Action("prompt", text=text, file=idle.file, file_shown=idle.shown)
+    )
+    return found or None, failure
 
 
 def left_message(

@@ -12,13 +12,13 @@ from ..machine.model import Action, Guard, Machine, State, Transition
 from ..machine.params import env_name
 from .host import Host, PromptError
 
-__all__ = ["MAX_ALWAYS_STEPS", "Run", "entry_prompts"]
+__all__ = ["MAX_ALWAYS_STEPS", "Run", "entry_prompts", "prompt_text"]
 
 #: machine-format.md §3 step 4: bound on `always` steps in one call (validation makes it moot).
 MAX_ALWAYS_STEPS = 32
 
 
-def _prompt_text(host: Host, action: Action) -> tuple[str | None, str | None]:
+def prompt_text(host: Host, action: Action) -> tuple[str | None, str | None]:
     """(text, failure line) of a prompt action."""
     if action.text is not None:
         return action.text, None
@@ -69,7 +69,7 @@ def entry_prompts(machine: Machine, state: State, host: Host) -> tuple[list[str]
     for _label, actions in _lists(machine, state, "entry"):
         for action in actions:
             if action.kind == "prompt":
-                text, failure = _prompt_text(host, action)
+                text, failure = prompt_text(host, action)
                 if text:
                     prompts.append(text)
                 if failure:
@@ -161,7 +161,7 @@ class Run:
         failed = False
         for index, action in enumerate(actions):
             if action.kind == "prompt":
-                text, failure = _prompt_text(self.host, action)
+                text, failure = prompt_text(self.host, action)
                 if text:
                     self.prompts.append(text)
                 if failure:
