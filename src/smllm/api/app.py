@@ -167,11 +167,26 @@ class App:
             try:
                 session = self.user.commit_session(outcome.session, outcome.audit)
             except StoreConflict:
-                # the session moved on meanwhile (another call of the same session); the
-                # instance is the truth and the session's next call repairs it (§7.1)
-                fresh = self.user.session(call.session.key) if call.session else None
-                return Result(False, outcome.reply._replace(), fresh, stores)
+                # another call of this same session moved it on meanwhile: this call's
+                # instance write stands (the instance is the truth, §10), and the reply says
+                # where the session is now
+                return self._overtaken(loaded, stores, call, outcome)
         return Result(outcome.ok, outcome.reply, session, stores)
+
+    def _overtaken(self, loaded: Loaded, stores: Stores, call: Call, outcome: Outcome) -> Result:
+        from ..engine.view import view
+
+        inst = outcome.instances[-1].instance if outcome.instances else None
+        what = f"{kind_of(loaded, inst.machine)} {inst.label}" if inst is not None else "it"
+        message = (
+            f"another call of this session changed it first; {what} was written, and "
+            "this is where the session is now"
+        )
+        fresh = self.user.session(call.session.key) if call.session else None
+        if fresh is None:
+            return Result(False, outcome.reply._replace(error=message), None, stores)
+        reply = view(loaded, fresh, stores, self.host)
+        return Result(False, reply._replace(error=message), fresh, stores)
 
     def _settle(self, call: Call, outcome: Outcome, stores: Stores) -> Result:
         session = call.session

@@ -209,7 +209,7 @@ def left_message(
     if inst is None:
         return f"instance {place.id} no longer exists; you are in idle"
     kind = kind_of(loaded, inst.machine)
-    if inst.holder != session.key:
+    if inst.holder is not None and inst.holder != session.key:
         return f"{kind} {inst.label} moved to session {inst.holder}; you are in idle"
     if inst.status != ACTIVE:
         return f"{kind} {inst.label} is {inst.status}; you are in idle"

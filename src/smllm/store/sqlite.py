@@ -92,6 +92,10 @@ class SqliteStore:
                 conn.close()
                 raise StoreTooNew(self.path)
             if version < SCHEMA_VERSION:
+                if not write and version == 0:
+                    # reads never write: a store a crash left without tables reads as empty
+                    conn.close()
+                    return None
                 self._migrate(conn)
         except sqlite3.OperationalError as exc:
             raise self._error(exc) from None
