@@ -10,19 +10,22 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.fire import Call, Outcome, fire
 from ..engine.host import Host
 from ..engine.idle import kind_of
 from ..engine.records import AuditRecord, Instance, Session
 from ..engine.reply import Reply
-from ..engine.view import StopOutcome
 from ..machine.config import Loaded, StoreSpec, find_configs
 from ..record import Record
 from ..store.base import InstanceStore, RefTaken, StoreConflict
 from ..store.sqlite import SqliteStore
 from .stores import Stores, user_store
+
+if TYPE_CHECKING:
+    # the fire path loads the whole engine; a view (every hook) needs only its part of it
+    from ..engine.call import Call, Outcome
+    from ..engine.view import StopOutcome
 
 __all__ = ["App", "CallError", "Result"]
 
@@ -132,6 +135,8 @@ class App:
             configs = session.configs
         loaded = self.load(configs)
         stores = Stores(loaded, self.user, self.opened)
+        from ..engine.fire import Call, fire
+
         call = Call(event, params, source, session, harness, self.cwd, configs)
         outcome = fire(loaded, call, stores, self.host)
         return self.commit(loaded, stores, call, outcome)
