@@ -9,7 +9,10 @@ at run time the class body's annotations are read as names only, never evaluated
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Record"]
 

@@ -7,10 +7,8 @@ race into the engine's "another session changed …" reply. Surfaces (CLI, MCP, 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from ..engine.host import Host
 from ..engine.idle import kind_of
@@ -21,6 +19,10 @@ from ..record import Record
 from ..store.base import InstanceStore, RefTaken, StoreConflict
 from ..store.sqlite import SqliteStore
 from .stores import Stores, user_store
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     # the fire path loads the whole engine; a view (every hook) needs only its part of it
@@ -260,8 +262,10 @@ class App:
 
             write = outcome.session or SessionWrite(s, False, s.holding, frozenset())
             # a conflict: the session moved on meanwhile; its next stop decides again
-            with contextlib.suppress(StoreConflict):
+            try:  # noqa: SIM105 - contextlib would cost an import on the hook path
                 self.user.commit_session(write, outcome.audit)
+            except StoreConflict:
+                pass
         return outcome
 
     def prompt_submitted(self, key: str) -> None:
@@ -271,8 +275,10 @@ class App:
         s = self.session(key)
         write, audit = prompt_submitted(s, self.host)
         if write is not None:
-            with contextlib.suppress(StoreConflict):
+            try:  # noqa: SIM105 - as above
                 self.user.commit_session(write, audit)
+            except StoreConflict:
+                pass
 
     def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
         """The session-start hook: the bound session's view, or a new session in idle.

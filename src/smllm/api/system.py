@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from ..engine.host import CommandResult, PromptError
 from ..machine.model import Command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
 
 __all__ = ["ALPHABET", "SystemHost", "random_id"]
 
@@ -27,6 +30,8 @@ class SystemHost:
         self.env = dict(env if env is not None else os.environ)
 
     def now(self) -> datetime:
+        from datetime import UTC, datetime
+
         return datetime.now(UTC)
 
     def new_id(self, prefix: str) -> str:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 from ..api.app import App, CallError, Result
 from ..engine.records import Instance, Session
 from .main import Exit, config_option, emit_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 if TYPE_CHECKING:
     from argparse import Namespace

@@ -7,12 +7,17 @@ The engine is a pure function of records, inputs and what the host answers. The 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Protocol
 
 from ..machine.model import Command
 from ..record import Record
 from .records import Instance
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Protocol
+else:
+    Protocol = object  # the protocols only type-check; nothing isinstance-checks them
 
 __all__ = ["CommandResult", "Host", "PromptError", "Reader"]
 

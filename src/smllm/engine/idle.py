@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..machine.config import Loaded
 from .host import Host, Reader
 from .records import ACTIVE, INTERRUPTED, Instance, Place, Session
 from .reply import EventItem, EventsList, IdleList, InstanceLine, MachineLine, ParamLine
 from .rules import BUILTIN_DESCRIPTIONS
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "PAUSED_LIST_CUT",

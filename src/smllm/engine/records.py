@@ -6,10 +6,12 @@ ISO-8601 strings with microseconds (`2026-12-02T14:44:41.123456Z`): they sort as
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 from ..record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any
 
 __all__ = [
     "ACTIVE",
@@ -222,6 +224,8 @@ class SessionWrite(Record):
 
 
 def iso(now: datetime) -> str:
+    from datetime import UTC  # datetime loads only on the write path
+
     return str(now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 
 

@@ -5,9 +5,11 @@ The engine decides every part and its content; it never formats a block or escap
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "EventItem",

@@ -8,11 +8,14 @@ Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from ..machine.model import EventDef, Machine, ParamSpec, State
 from .records import Instance
 from .reply import EventItem, EventsList, ParamLine
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "BUILTIN_DESCRIPTIONS",

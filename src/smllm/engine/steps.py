@@ -6,11 +6,13 @@ the reply and the history record need: prompts, trace lines, visits, the states 
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..machine.model import Action, Guard, Machine, State, Transition
 from ..machine.params import env_name
 from .host import Host, PromptError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["MAX_ALWAYS_STEPS", "Run", "entry_prompts", "prompt_text"]
 

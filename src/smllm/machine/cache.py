@@ -12,9 +12,12 @@ import os
 import pickle
 import time
 import zlib
-from typing import Any
 
 from .config import Loaded, load_configs
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 

@@ -6,9 +6,11 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..record import Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "BUILTIN_EVENTS",

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from .model import ParamSpec
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["env_name", "json_param_errors", "read_params", "ref_param_spec"]
 

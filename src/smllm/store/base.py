@@ -9,7 +9,6 @@ Post-state on error, for every `commit_*`: nothing of that commit is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
 
 from ..engine.records import (
     AuditRecord,
@@ -19,6 +18,12 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # the protocols only type-check; nothing isinstance-checks them
 
 __all__ = [
     "InstanceStore",

@@ -11,7 +11,6 @@ import json
 import os
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from ..engine.records import (
     AuditRecord,
@@ -22,6 +21,10 @@ from ..engine.records import (
     SessionWrite,
 )
 from .base import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["BUSY_TIMEOUT_SECS", "SCHEMA_VERSION", "SqliteStore"]
 

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from ..engine.reply import EventsList, Header, IdleList, ParamLine, Reply
 from ..engine.rules import quoted
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["escape", "render", "session_call"]
 
