@@ -207,3 +207,34 @@ def test_stops(tmp_path: Path, env: dict[str, str]) -> None:
     assert kinds == ["bind", "event", "block", "runaway", "runaway", "prompt", "block", "block",
                      "runaway", "event", "prompt", "block", "moved"]
     sc.check_snapshot("stops")
+
+
+def test_remaining_refusals(tmp_path: Path, env: dict[str, str]) -> None:
+    sc = Scenario(tmp_path, "fix", "dev")
+    key = sc.session()
+    sc.fire(key, "enter", stateMachine="fix")
+    sc.fire(key, "triaged", files=["a.py"], bugId="BUG-1")
+    sc.fire(key, "reproduced", test=5)  # a string param given a JSON number
+    sc.fire(key, "pause")
+    sc.fire(key, "enter", stateMachine="fix", bugId="BUG-1", state="TRIAGE")
+    before = sc.rows()
+    sc.fire(key, "triaged", files=["a.py"], bugId="BUG-2")  # a ref is set only once
+    assert sc.rows() == before
+    sc.fire(key, "triaged", files=["b.py"], bugId="BUG-1")  # the same ref again: fine
+    sc.fire(key, "pause")
+    sc.fire(key, "enter", stateMachine="fix")
+    sc.fire(key, "triaged", files=["a.py"], bugId="BUG-1")  # another bug has that ref
+    sc.fire(key, "triaged", files=["a.py"], bugId="i-000001")  # nor another bug's id
+    sc.fire(key, "pause")
+    # the interrupted slot: its instance paused by another session, or its machine gone
+    sc.fire(key, "enter", stateMachine="dev", issueId="GH-1")
+    sc.fire(key, "unmatched")
+    other = sc.session()
+    sc.fire(other, "enter", stateMachine="dev", issueId="GH-1")
+    sc.fire(other, "pause")
+    sc.fire(key, "resume")
+    sc.fire(key, "enter", stateMachine="dev", issueId="GH-2")
+    sc.fire(key, "unmatched")
+    sc.edit("dev.smllm.yaml", "id: dev", "id: dev2")
+    sc.fire(key, "resume")
+    sc.check_snapshot("remaining_refusals")
