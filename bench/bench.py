@@ -39,12 +39,10 @@ import math
 import os
 import platform
 import pstats
-import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import venv
 from collections.abc import Callable, Iterator
@@ -52,26 +50,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 #: what a warm `session show` must not import (top-level package names)
-FORBIDDEN = (
-    "yaml",
-    "_yaml",
-    "jsonschema",
-    "jsonschema_specifications",
-    "referencing",
-    "rpds",
-    "tomlkit",
-    "mcp",
-    "psycopg",
-    "psycopg2",
-    "tokenizers",
-    "click",
-    "typer",
-    "rich",
-    "pydantic",
-    "pydantic_core",
-    "anyio",
-    "httpx",
-)
+# the one list of modules the hook path must not import lives with its test
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from test_hook_imports import FORBIDDEN
 
 FIRE_MEDIAN_MS = 1.0
 GROWTH_RATIO = 1.5
@@ -173,30 +154,12 @@ def tmpfs_dir(root: str) -> str | None:
 @contextlib.contextmanager
 def isolated(parent: str | None, keep: bool) -> Iterator[tuple[str, dict[str, str]]]:
     """A temp folder holding the XDG folders; os.environ points at them while inside."""
-    root = tempfile.mkdtemp(prefix="smllm-bench-", dir=parent)
-    values = {
-        "XDG_STATE_HOME": os.path.join(root, "xdg-state"),
-        "XDG_CACHE_HOME": os.path.join(root, "xdg-cache"),
-        "XDG_CONFIG_HOME": os.path.join(root, "xdg-config"),
-        "HOME": os.path.join(root, "home"),
-    }
-    for v in values.values():
-        os.makedirs(v, exist_ok=True)
-    saved = {k: os.environ.get(k) for k in [*values, "SMLLM_CONFIG"]}
-    os.environ.update(values)
-    os.environ.pop("SMLLM_CONFIG", None)
-    try:
-        yield root, dict(os.environ)
-    finally:
-        for k, old in saved.items():
-            if old is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = old
+    from smllm.cli.demo import throwaway
+
+    with throwaway("smllm-bench-", parent, keep) as (root, env):
+        yield root, env
         if keep:
             print(f"\n(kept {root})")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
 
 
 def make_project(root: str, name: str) -> str:
