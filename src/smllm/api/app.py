@@ -257,15 +257,15 @@ class App:
         loaded = self.load(s.configs)
         stores = Stores(loaded, self.user, self.opened)
         outcome = stop(loaded, s, continuing, stores, self.host)
-        if outcome.session is not None or outcome.audit:
-            from ..engine.records import SessionWrite
-
-            write = outcome.session or SessionWrite(s, False, s.holding, frozenset())
-            # a conflict: the session moved on meanwhile; its next stop decides again
-            try:  # noqa: SIM105 - contextlib would cost an import on the hook path
-                self.user.commit_session(write, outcome.audit)
-            except StoreConflict:
-                pass
+        if outcome.session is None:
+            if outcome.audit:  # a runaway stop writes its audit record and nothing else
+                self.user.append_audit(key, outcome.audit)
+            return outcome
+        # a conflict: the session moved on meanwhile; its next stop decides again
+        try:  # noqa: SIM105 - contextlib would cost an import on the hook path
+            self.user.commit_session(outcome.session, outcome.audit)
+        except StoreConflict:
+            pass
         return outcome
 
     def prompt_submitted(self, key: str) -> None:

@@ -141,8 +141,8 @@ def resume_idle(f: _Fire) -> Outcome:
     inst = f.reader.instance(*slot)
 
     def clear(message: str) -> Outcome:
-        new = s._replace(interrupted=None, version=s.version + 1)
-        sw = SessionWrite(new, False, s.holding, frozenset({"interrupted"}))
+        new = s._replace(interrupted=None, version=s.version + 1, last_active=f.at)
+        sw = SessionWrite(new, False, s.holding, frozenset({"interrupted", "lastActive"}))
         f.session = new
         return f.refuse_idle(message, sw)
 

@@ -151,8 +151,8 @@ def stop(
     }
     if session.blocks >= 1 and (continuing is not False or session.blocks >= 2):
         return StopOutcome(Decision.RUNAWAY, reply, None, (AuditRecord(at, "runaway", detail),))
-    new = session._replace(blocks=session.blocks + 1, version=session.version + 1)
-    sw = SessionWrite(new, False, session.holding, frozenset({"blocks"}))
+    new = session._replace(blocks=session.blocks + 1, version=session.version + 1, last_active=at)
+    sw = SessionWrite(new, False, session.holding, frozenset({"blocks", "lastActive"}))
     return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),))
 
 
@@ -163,6 +163,6 @@ def prompt_submitted(
     if not session.yielded and session.blocks == 0:
         return None, ()
     at = iso(host.now())
-    new = session._replace(yielded=False, blocks=0, version=session.version + 1)
-    sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks"}))
+    new = session._replace(yielded=False, blocks=0, version=session.version + 1, last_active=at)
+    sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks", "lastActive"}))
     return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded, "blocks": session.blocks}),)

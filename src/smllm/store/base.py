@@ -108,5 +108,8 @@ class SessionStore(Protocol):
 
     def audit(self, key: str) -> list[AuditRecord]: ...
 
+    def append_audit(self, key: str, audit: Sequence[AuditRecord]) -> None:
+        """Append audit records of a session without writing the session."""
+
     def commit_session(self, write: SessionWrite, audit: Sequence[AuditRecord]) -> Session:
         """Apply the write to the session as stored; StoreConflict if its holding changed."""

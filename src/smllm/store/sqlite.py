@@ -316,6 +316,9 @@ class SqliteStore:
         rows = self._read("SELECT at, kind, data FROM audit WHERE session = ? ORDER BY seq", (key,))
         return [AuditRecord(r[0], r[1], json.loads(r[2])) for r in rows]
 
+    def append_audit(self, key: str, audit: Sequence[AuditRecord]) -> None:
+        self._write(lambda conn: self._audit(conn, key, audit))
+
     def commit_session(self, write: SessionWrite, audit: Sequence[AuditRecord]) -> Session:
         def apply(conn: sqlite3.Connection) -> Session:
             new = write.session
