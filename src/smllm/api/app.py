@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..engine.host import Host
 from ..engine.idle import kind_of
-from ..engine.records import AuditRecord, Instance, Session
+from ..engine.records import AuditRecord, Session
 from ..engine.reply import Reply
 from ..machine.config import Loaded, StoreSpec, find_configs
 from ..record import Record
@@ -293,6 +293,3 @@ class App:
             return None
         made = self.new_session(harness, host_session, cwd, configs)
         return self.view(made.key)
-
-    def instance_of(self, stores: Stores, machine: str, id: str) -> Instance | None:
-        return stores.instance(machine, id)

@@ -376,24 +376,23 @@ class _Fire:
         resume_state = inst.resume_state if rest.fallback else None
         final = rest.final
         from_state = None if created else inst.state
-        new = inst._replace(
-            ref=run.ref,
-            state=run.state,
-            visits=run.visits,
-            status=COMPLETED if final else ACTIVE,
-            holder=None if final else self.key_for_write(),
-            holder_seen=self.at,
-            resume_state=None if final else resume_state,
-            version=inst.version + 1,
-            updated=self.at,
-        )
         slot = self.session.interrupted if self.session else None
         if interrupted is not False:
             slot = interrupted if isinstance(interrupted, Place) else None
         if slot is not None and slot.id == inst.id:
             slot = None
-        sw = self.session_write(None if final else new.place, slot)
-        new = new._replace(holder=None if final else sw.session.key)
+        sw = self.session_write(None if final else inst.place, slot)
+        new = inst._replace(
+            ref=run.ref,
+            state=run.state,
+            visits=run.visits,
+            status=COMPLETED if final else ACTIVE,
+            holder=None if final else sw.session.key,
+            holder_seen=self.at,
+            resume_state=None if final else resume_state,
+            version=inst.version + 1,
+            updated=self.at,
+        )
         passed = tuple(f"Passed through: {s}" for s in run.passed)
         trace = run.trace()
         record = self.history(new, params, from_state, arrival, (*notes, *passed, *trace))
@@ -421,9 +420,6 @@ class _Fire:
             )
         audit = self.audits(sw, machine.id, new.label, from_state, new.state)
         return Outcome(True, reply, writes, sw, audit)
-
-    def key_for_write(self) -> str:
-        return self.key or ""
 
     # -- idle ----------------------------------------------------------------------------------
     def in_idle(self) -> Outcome:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from ..machine.model import EventDef, Machine, ParamSpec, State
+from ..machine.model import Machine, ParamSpec, State
 from .records import Instance
 from .reply import EventItem, EventsList, ParamLine
 
@@ -127,10 +127,8 @@ def state_events(
             text = BUILTIN_DESCRIPTIONS["resume"].format(what=what, state=instance.resume_state)
             items.append(EventItem(name, _builtin_description(machine, name, text)))
         elif name == "yield":
-            note = NOTE_PARAM
-            reword = state_param_description(state, "yield", "note")
-            if reword is not None:
-                note = note._replace(description=reword)
+            # the load folded a paramDescriptions rewording of note into state.params
+            note = state.params.get("yield", (NOTE_PARAM,))[0]
             text = BUILTIN_DESCRIPTIONS["yield"].format(state=state.name)
             items.append(
                 EventItem(name, _builtin_description(machine, name, text), (param_line(note),))
@@ -154,14 +152,6 @@ def state_events(
                 )
             )
     return EventsList(session, tuple(items))
-
-
-def state_param_description(state: State, event: str, param: str) -> str | None:
-    # paramDescriptions were folded into state.params at load (yield's note included)
-    for spec in state.params.get(event, ()):
-        if spec.name == param:
-            return spec.description
-    return None
 
 
 class _Duplicate(ValueError):
@@ -258,7 +248,3 @@ def _schema_problem(
     if more:
         text += f". And {more} more"
     return text
-
-
-def event_def(machine: Machine, event: str) -> EventDef | None:
-    return machine.events.get(event)
