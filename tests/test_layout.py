@@ -1,0 +1,53 @@
+"""The code's shape: every module's `__all__` names what it defines, and imports flow one way
+(machine → engine → text → store → api → cli)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import smllm
+
+SRC = Path(smllm.__file__).parent
+#: what each folder may import from smllm (besides itself and the shared `record`)
+ALLOWED = {
+    "machine": set(),
+    "engine": {"machine"},
+    "text": {"machine", "engine"},
+    "store": {"machine", "engine"},
+    "api": {"machine", "engine", "text", "store"},
+    "cli": {"machine", "engine", "text", "store", "api"},
+}
+
+
+def _modules() -> list[str]:
+    return [m.name for m in pkgutil.walk_packages([str(SRC)], "smllm.")
+            if not m.name.endswith("__main__")]
+
+
+def test_every_all_names_a_defined_name() -> None:
+    for name in _modules():
+        module = importlib.import_module(name)
+        for item in getattr(module, "__all__", []):
+            assert hasattr(module, item), f"{name}.__all__ names {item}, which isn't there"
+
+
+def test_imports_flow_one_way() -> None:
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC).parts
+        if len(parts) < 2 or parts[0] not in ALLOWED:
+            continue
+        folder = parts[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+                target = node.module.split(".")[0]
+                if target in ALLOWED and target != folder:
+                    assert target in ALLOWED[folder], f"{path}: {folder} imports {target}"
+
+
+def test_files_stay_small() -> None:
+    for path in SRC.rglob("*.py"):
+        lines = path.read_text().count("\n")
+        assert lines <= 600, f"{path} has {lines} lines"
