@@ -130,3 +130,31 @@ states:
     host_key = sc.app.user.sessions()[0].key
     sc.fire(host_key, "built", host=True)
     sc.check_snapshot("enter_host_only")
+
+
+def test_empty_values(tmp_path: Path, env: dict[str, str]) -> None:
+    named = tmp_path / "named.smllm.yaml"
+    named.write_text("""\
+id: named
+initial: NEW
+meta:
+  smllm: 1
+  events: { name: { description: Name the instance. } }
+states:
+  NEW:
+    meta: { entryPoint: true }
+    on:
+      name: { target: DONE, actions: setRef }
+  DONE: { type: final }
+""")
+    sc = Scenario(tmp_path / "p", "fallback", named)
+    key = sc.session()
+    result = sc.fire(key, "enter", stateMachine="fallback", taskId="", state="")
+    assert result.ok and sc.instance("i-000001")["ref"] is None  # "" counts as absent
+    sc.fire(key, "pause")
+    sc.fire(key, "enter", stateMachine="named")
+    before = sc.rows()
+    sc.fire(key, "name", ref="")
+    assert sc.rows() == before
+    sc.fire(key, "name", ref="first")
+    sc.check_snapshot("enter_empty_values")

@@ -24,7 +24,8 @@ def enter(f: _Fire) -> Outcome:
     name = duplicate(given)
     if name is not None:
         return f.refuse_idle(f"enter got param {name} more than once")
-    values = {n: v for n, v in given if v is not None}
+    # null and "" count as absent: an empty ref or state is how an agent leaves one out
+    values = {n: v for n, v in given if v is not None and v != ""}
     machine_id = values.get("stateMachine")
     if machine_id is None:
         return f.refuse_idle("enter needs param stateMachine")

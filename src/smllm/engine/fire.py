@@ -347,6 +347,8 @@ class _Fire:
     def ref_problem(self, machine: Machine, inst: Instance, value: Any) -> str | None:
         if not isinstance(value, str) or value == inst.ref:
             return None
+        if not value:
+            return f"{self.event} param {machine.ref.param} can't be empty: it becomes the ref"
         if inst.ref is not None:
             return (
                 f"{machine.kind} {inst.id} already has ref {inst.ref}, and smllm sets a ref "
