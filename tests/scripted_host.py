@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from smllm.engine.host import CommandResult, PromptError
+from smllm.api.system import SystemHost
+from smllm.engine.host import CommandResult
 from smllm.machine.model import Command
 
 __all__ = ["ALPHABET", "START", "CommandCall", "Decide", "ScriptedHost"]
@@ -64,7 +65,7 @@ class CommandCall(NamedTuple):
 Decide = Callable[[Command, str, Mapping[str, str]], CommandResult]
 
 
-class ScriptedHost:
+class ScriptedHost(SystemHost):
     """A deterministic Host: scripted clock, seeded ids, scripted commands, real prompt files."""
 
     def __init__(
@@ -78,6 +79,7 @@ class ScriptedHost:
         decide: Decide | None = None,
         results: Iterable[CommandResult] = (),
     ) -> None:
+        super().__init__({})
         self.rng = random.Random(seed)
         self.clock = start
         self.step = step
@@ -114,16 +116,3 @@ class ScriptedHost:
         else:
             ok = self.ok
         return CommandResult(True, "") if ok else CommandResult(False, "exited 1")
-
-    def read_prompt(self, path: str) -> str | None:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise PromptError(exc.strerror or str(exc)) from None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise PromptError("not UTF-8") from None

@@ -43,6 +43,20 @@ Call = dict[str, Any]
 # -- reading the stores ------------------------------------------------------------------------
 
 
+def enter_args(key: str, ref: str) -> list[str]:
+    """`smllm fire --session KEY enter` for issue REF of the example machine."""
+    return [
+        "fire",
+        "--session",
+        key,
+        "enter",
+        "--param",
+        "stateMachine=dev",
+        "--param",
+        f"issueId={ref}",
+    ]
+
+
 def project_db(project: Path) -> Path:
     return project / ".smllm" / "state" / "smllm.db"
 
@@ -219,16 +233,7 @@ def test_takeover_race(
     for i, key in enumerate(keys):
         # the first creates GH-1, each of the others takes it over from the one before
         ran = smllm(
-            [
-                "fire",
-                "--session",
-                key,
-                "enter",
-                "--param",
-                "stateMachine=dev",
-                "--param",
-                f"issueId={ref}",
-            ],
+            enter_args(key, ref),
             project,
             env,
         )
@@ -338,16 +343,7 @@ def test_same_new_ref(
         key = new_key(project, env)
         setup_keys.append(key)
         ran = smllm(
-            [
-                "fire",
-                "--session",
-                key,
-                "enter",
-                "--param",
-                "stateMachine=dev",
-                "--param",
-                "issueId=GH-1",
-            ],
+            enter_args(key, "GH-1"),
             project,
             env,
         )
@@ -427,7 +423,6 @@ def test_same_new_ref(
 # -- two processes of one session --------------------------------------------------------------
 
 
-
 def one_session_two_enters(
     project: Path, env: dict[str, str], tmp_path: Path
 ) -> tuple[str, list[Call]]:
@@ -491,7 +486,9 @@ def test_one_session_two_processes_reply(
     _key, calls = one_session_two_enters(project, env, tmp_path)
     [won] = [c for c in calls if c["code"] == 0]
     [lost] = [c for c in calls if c["code"] == 1]
-    assert ("\nerror: another call of this session changed it first; issue "
-            f"{lost['ref']} was written, and this is where the session is now\n") in lost["out"]
+    assert (
+        "\nerror: another call of this session changed it first; issue "
+        f"{lost['ref']} was written, and this is where the session is now\n"
+    ) in lost["out"]
     assert f" · issue {won['ref']}\n" in lost["out"].split("\n")[1] + "\n", lost["out"]
     assert "\n<events>\n" in lost["out"], lost["out"]
