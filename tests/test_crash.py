@@ -408,12 +408,28 @@ def as_params(args: list[str]) -> list[list[str]]:
     return [args[i + 1].split("=", 1) for i in range(len(args)) if args[i] == "--param"]
 
 
+def kill_at_phase(
+    spec: Record, slow: Record, env: dict[str, str], phase_file: Path, phase: str
+) -> None:
+    """Run the crasher with a slowed store, and SIGKILL it once it reports `phase`."""
+    proc = subprocess.Popen(
+        [sys.executable, str(CRASHER), json.dumps(spec)],
+        env={**env, "SMLLM_TEST_SLOWDB": json.dumps(slow)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while read_phase(phase_file) != phase:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, read_phase(phase_file)
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+
+
 @pytest.mark.parametrize(
     "case",
-    [
-        name
-        for name in CASES
-    ],
+    [name for name in CASES],
 )
 def test_kill_between_the_two_commits(
     project: Path, env: dict[str, str], tmp_path: Path, case: str
@@ -443,19 +459,7 @@ def test_kill_between_the_two_commits(
     }
     slow = {"seed": 0, "max_ms": 0, "user_begin_ms": 30_000, "phase": str(phase_file)}
     before = Snapshot(project_db, user_db).history_count if project_db.exists() else 0
-    proc = subprocess.Popen(
-        [sys.executable, str(CRASHER), json.dumps(spec)],
-        env={**env, "SMLLM_TEST_SLOWDB": json.dumps(slow)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while read_phase(phase_file) != "wait-begin:user":
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, read_phase(phase_file)
-        time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    kill_at_phase(spec, slow, env, phase_file, "wait-begin:user")
 
     integrity(project_db, cli=True)
     integrity(user_db, cli=True)
@@ -504,19 +508,7 @@ def test_kill_while_creating_the_store(
         "script": [[key, "enter", as_params(ENTER)]],
     }
     slow = {"seed": 0, "max_ms": 0, "phase": str(phase_file), "stall": stall}
-    proc = subprocess.Popen(
-        [sys.executable, str(CRASHER), json.dumps(spec)],
-        env={**env, "SMLLM_TEST_SLOWDB": json.dumps(slow)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while read_phase(phase_file) != stall:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, read_phase(phase_file)
-        time.sleep(0.002)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=30)
+    kill_at_phase(spec, slow, env, phase_file, stall)
 
     # the store was being made (its first transaction is the migration): it exists, opens,
     # and holds no table yet
