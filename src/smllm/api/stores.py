@@ -91,9 +91,10 @@ class Stores:
         store = self.store_of(machine)
         return store.find(machine, id_or_ref) if store is not None else None
 
+    def session_taken(self, key: str) -> bool:
+        return self.user.key_taken(key)
+
     def taken(self, machine: str, value: str) -> bool:
-        if not machine:
-            return self.user.key_taken(value)
         store = self.store_of(machine)
         return store.taken(machine, value) if store is not None else False
 

@@ -118,7 +118,7 @@ class _Fire:
             return self.pending_session._replace(session=new)
         if s is None:
             key = self.host.new_id("sm-")
-            while self.reader.taken("", key):
+            while self.reader.session_taken(key):
                 key = self.host.new_id("sm-")
             self.key = key
             c = self.call

@@ -60,6 +60,9 @@ class Reader(Protocol):
     def taken(self, machine: str, value: str) -> bool:
         """Whether `value` is an id or a ref of an instance of `machine`."""
 
+    def session_taken(self, key: str) -> bool:
+        """Whether a session has the key `key` (keys are drawn again while taken)."""
+
     def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
         """Paused instances of `machines`, most recently updated first (ties: machine, label),
         at most `limit` of them, and how many there are in all."""

@@ -178,8 +178,6 @@ class SqliteStore:
         )
 
     def taken(self, machine: str, value: str) -> bool:
-        if not machine:
-            return self.key_taken(value)
         return bool(
             self._read(
                 "SELECT 1 FROM instances WHERE id = ? OR (machine = ? AND ref = ?)",
