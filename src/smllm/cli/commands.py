@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from argparse import Namespace
 
-__all__ = ["demo", "fire", "init", "instance", "new", "session"]
+__all__ = ["demo", "fire", "info", "init", "instance", "new", "session"]
 
 _NO_CONFIG = "no config found; run smllm init, or pass --config"
 
@@ -448,6 +448,21 @@ def instance(args: Namespace) -> int:
             _out("    Params: " + escape(json.dumps(h.params, ensure_ascii=False)))
         for line in h.trace:
             _out(f"    {escape(line)}")
+    return 0
+
+
+def info(args: Namespace) -> int:
+    """`smllm info schema [--write PATH]`: the schema the loader's shape checks read."""
+    import json
+
+    from ..machine.schema import machine_schema
+
+    text = json.dumps(machine_schema(), indent=2, ensure_ascii=False) + "\n"
+    if args.write:
+        _atomic_write(os.path.abspath(args.write), text)
+        _out(f"wrote {_shown(os.path.abspath(args.write))}")
+    else:
+        sys.stdout.write(text)
     return 0
 
 

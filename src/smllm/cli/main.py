@@ -72,6 +72,7 @@ def _dispatch(args: Namespace) -> int:
         "session": commands.session,
         "instance": commands.instance,
         "demo": commands.demo,
+        "info": commands.info,
     }
     return table[args.command](args)
 

@@ -91,6 +91,11 @@ def build() -> _Parser:
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
 
+    p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
+    info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
+    q = info_sub.add_parser("schema", help="the JSON Schema (2020-12) of machine files")
+    q.add_argument("--write", metavar="PATH", help="write it to PATH instead of stdout")
+
     p = cmd("demo", "play a scripted agent through the example machine in a throw-away folder")
     p.add_argument("--keep", action="store_true", help="keep the folder and print its path")
     return top
