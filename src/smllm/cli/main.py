@@ -64,6 +64,7 @@ def _fast_args(argv: list[str]) -> Any:
 
 def _dispatch(args: Namespace) -> int:
     from . import commands
+    from .validate import validate
 
     table: dict[str, Callable[[Namespace], int]] = {
         "init": commands.init,
@@ -73,6 +74,7 @@ def _dispatch(args: Namespace) -> int:
         "instance": commands.instance,
         "demo": commands.demo,
         "info": commands.info,
+        "validate": validate,
     }
     return table[args.command](args)
 

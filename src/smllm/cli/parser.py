@@ -91,6 +91,16 @@ def build() -> _Parser:
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
 
+    p = cmd("validate", "check configs and machine files; findings at file:line:col")
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="a config (.toml) or a machine file; default: the configs found",
+    )
+    p.add_argument("--info", action="store_true", help="list info findings too")
+    p.add_argument("--json", action="store_true")
+
     p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
     info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
     q = info_sub.add_parser("schema", help="the JSON Schema (2020-12) of machine files")

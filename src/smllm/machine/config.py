@@ -363,9 +363,9 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     looked: list[str] = []
     idle: IdlePrompt | None = None
     read = [read_config(p, cwd) for p in configs if os.path.isfile(p)]
-    looked.extend(configs)
     project = read[-1] if len(read) > 1 else None
     for cfg in read:
+        looked.append(cfg.path)  # load order: each config, then its machine files
         findings.extend(cfg.findings)
         is_project = cfg is project
         if not cfg.ok:
@@ -442,6 +442,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             )
         lowered[low] = mid
     config_stores = tuple(dict.fromkeys(cfg.store for cfg in read))
+    looked.extend(p for p in configs if not os.path.isfile(p))  # missing, for the cache key
     return Loaded(
         tuple(configs), machines, stores, config_stores, idle, tuple(findings), tuple(looked)
     )

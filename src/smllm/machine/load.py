@@ -188,7 +188,7 @@ class _Builder:
         self.check_always_loops(states)
         if self.errors():
             return None
-        return Machine(
+        machine = Machine(
             id=data["id"],
             description=data.get("description"),
             initial=data["initial"],
@@ -200,6 +200,10 @@ class _Builder:
             file=self.path,
             fallback=fallbacks[0] if fallbacks else None,
         )
+        from .lint import lint
+
+        lint(machine, data, self.add)
+        return machine
 
     def check_pattern(self, pattern: str, path: Path_) -> None:
         from .regex import PatternError, compile_pattern

@@ -1,0 +1,98 @@
+"""`smllm validate [PATH…] [--info] [--json]` (validation.md §3)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..machine.config import shown_path
+from ..machine.findings import Finding
+from .main import Exit, config_option, emit_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+__all__ = ["counts_line", "validate"]
+
+_NO_CONFIG = "no config found; run smllm init, or pass --config"
+
+
+def counts_line(errors: int, warnings: int, infos: int) -> str:
+    """`E errors, W warnings, I info`, singular for one."""
+    e = "error" if errors == 1 else "errors"
+    w = "warning" if warnings == 1 else "warnings"
+    return f"{errors} {e}, {warnings} {w}, {infos} info"
+
+
+def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
+    """(files in load order, their findings) of the PATHs, or of the configs found."""
+    from ..machine.cache import load_cached
+    from ..machine.config import find_configs
+
+    configs: list[str] = []
+    machines: list[str] = []
+    for path in args.paths:
+        if not os.path.exists(path):
+            raise Exit(2, f"no file {path}")
+        (configs if path.endswith(".toml") else machines).append(os.path.abspath(path))
+    if not args.paths:
+        found = find_configs(os.getcwd(), config_option(args))
+        if not found:
+            raise Exit(2, _NO_CONFIG)
+        configs = list(found)
+    files: list[str] = []
+    findings: list[Finding] = []
+    if configs:
+        # the compiled cache serves an unchanged config: nothing is parsed again
+        loaded = load_cached(tuple(configs))
+        files += [f for f in loaded.files if os.path.isfile(f)]
+        findings += loaded.findings
+    from ..machine.load import load_machine_file
+
+    for path in machines:
+        files.append(path)
+        findings += load_machine_file(path, path).findings
+    return files, findings
+
+
+def validate(args: Namespace) -> int:
+    files, findings = _collect(args)
+    order = {f: i for i, f in enumerate(files)}
+    findings.sort(
+        key=lambda f: (order.get(f.file, len(order)), f.line or 0, f.col or 0, f.rule, f.message)
+    )
+    shown = [f._replace(file=shown_path(f.file)) for f in findings]
+    count = {level: sum(f.level == level for f in shown) for level in ("error", "warning", "info")}
+    if args.json:
+        emit_json(
+            {
+                "ok": count["error"] == 0,
+                "files": [shown_path(f) for f in files],
+                "findings": [
+                    {
+                        "rule": f.rule,
+                        "level": f.level,
+                        "file": f.file,
+                        "line": f.line,
+                        "column": f.col,
+                        "path": f.path,
+                        "message": f.message,
+                        "hint": f.hint,
+                    }
+                    for f in shown
+                ],
+                "counts": count,
+            }
+        )
+    else:
+        out = []
+        for f in shown:
+            if f.level == "info" and not args.info:
+                continue
+            out.append(f.text())
+            if f.hint:
+                out.append(f"  hint: {f.hint}")
+        out.append(counts_line(count["error"], count["warning"], count["info"]))
+        sys.stdout.write("\n".join(out) + "\n")
+    return 1 if count["error"] else 0

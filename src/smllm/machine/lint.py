@@ -1,0 +1,92 @@
+"""Warnings and info about a machine that loads (validation.md §2: MCH-13 … 18, EVT-7, EVT-10,
+EVT-12, AGT-3, AGT-4). They run on every load; only `smllm validate` prints them."""
+
+from __future__ import annotations
+
+from .model import BUILTIN_EVENTS, Machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    Add = Callable[..., None]
+
+__all__ = ["lint"]
+
+
+def _candidates(data: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Any]]:
+    """(path, transition data) of each candidate of an `on.EVENT` or `always` value."""
+    if isinstance(data, list):
+        return [((*path, i), item) for i, item in enumerate(data)]
+    return [(path, data)]
+
+
+def lint(machine: Machine, data: dict[str, Any], add: Add) -> None:
+    states = machine.states
+    sdata: dict[str, Any] = data["states"]
+    _reachability(machine, add)
+    used: set[str] = set()
+    for name, state in states.items():
+        raw = sdata.get(name) or {}
+        path = ("states", name)
+        used.update(state.on)
+        if state.on and state.always:
+            add("MCH-14", (*path, "always"), f"{name} has always, so its on events are never "
+                "offered", at_key=True)
+        if state.final and raw.get("exit") is not None:
+            add("MCH-15", (*path, "exit"), f"exit actions of final state {name} never run",
+                at_key=True)
+        if state.final and state.entry_point:
+            add("MCH-17", (*path, "meta", "entryPoint"),
+                f"entering {name} completes the instance at once")
+        for event, candidates in (raw.get("on") or {}).items():
+            for cpath, item in _candidates(candidates, (*path, "on", event)):
+                if isinstance(item, dict) and item.get("reenter") and item.get("target") != name:
+                    add("MCH-16", (*cpath, "reenter"), "reenter has no effect here")
+            if (event in state.on and machine.source(event) == "agent"
+                    and all(t.description is None for t in state.on[event])
+                    and (machine.events.get(event) is None
+                         or machine.events[event].description is None)):
+                add("AGT-3", (*path, "on", event), f"{event} has no description in {name}",
+                    at_key=True)
+    if not any(s.final for s in states.values()):
+        add("MCH-18", ("states",), "no final state: instances never complete", at_key=True)
+    for event, ev in machine.events.items():
+        epath = ("meta", "events", event)
+        if event in ("enter", "listPaused") and ev.description is not None:
+            add("AGT-4", epath, f"{event} is only offered in idle, which shows its own "
+                "description", at_key=True)
+        if event not in BUILTIN_EVENTS and event not in used:
+            add("EVT-10", epath, f"no state uses {event}", at_key=True)
+        set_ref = any(t.set_ref for s in states.values() for t in s.on.get(event, ()))
+        for spec in ev.params:
+            ppath = (*epath, "params", "properties", spec.name)
+            if spec.name in ("stateMachine", "state"):
+                add("EVT-7", ppath, f"param {spec.name} of {event} looks like enter's",
+                    at_key=True)
+            elif spec.name == machine.ref.param and not set_ref:
+                add("EVT-7", ppath, f"param {spec.name} of {event} looks like the ref param",
+                    at_key=True)
+    if used and machine.host_only():
+        add("EVT-12", ("id",), f"only the host can drive {machine.id}; agents can't enter it")
+
+
+def _reachability(machine: Machine, add: Add) -> None:
+    """MCH-13: states no path of `on` and `always` transitions reaches from where instances
+    start (the initial state, entry points, the fallback state)."""
+    starts = {machine.initial, *machine.entry_points()}
+    if machine.fallback is not None:
+        starts.add(machine.fallback)
+    seen = set(starts)
+    todo = list(starts)
+    while todo:
+        state = machine.states[todo.pop()]
+        for candidates in (*state.on.values(), state.always):
+            for t in candidates:
+                if t.target is not None and t.target not in seen:
+                    seen.add(t.target)
+                    todo.append(t.target)
+    for name in machine.states:
+        if name not in seen:
+            add("MCH-13", ("states", name), f"{name} can't be reached", at_key=True)

@@ -1,0 +1,92 @@
+"""`smllm validate`: findings at file:line:col, the counts line, JSON, exit codes
+(validation.md §3). The full rule set with one fixture per rule is issue 3's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import MACHINES, smllm
+
+EXAMPLE = Path(__file__).parent.parent / "src" / "smllm" / "examples" / "dev" / "dev.smllm.yaml"
+
+BAD = """\
+id: bad
+initial: PLAN
+meta:
+  smllm: 1
+  events:
+    reviewed: { description: Reviewed. }
+    go: {}
+states:
+  PLAN:
+    on:
+      go: WROK
+  LOST: {}
+"""
+
+
+def test_every_machine_of_the_test_suite_has_no_finding(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    for path in [*sorted(MACHINES.rglob("*.smllm.yaml")), EXAMPLE]:
+        ran = smllm(["validate", "--info", str(path)], tmp_path, env)
+        assert (ran.code, ran.out, ran.err) == (0, "0 errors, 0 warnings, 0 info\n", ""), path
+
+
+def test_findings_of_a_config(project: Path, env: dict[str, str]) -> None:
+    (project / ".smllm" / "bad.smllm.yaml").write_text(BAD)
+    (project / ".smllm" / "config.toml").write_text(
+        '[machines]\nfiles = ["dev.smllm.yaml", "bad.smllm.yaml"]\n'
+    )
+    ran = smllm(["validate"], project, env)
+    assert ran.code == 1
+    assert ran.out == (
+        ".smllm/bad.smllm.yaml:11:11: error: states.PLAN.on.go: no state named WROK (MCH-2)\n"
+        "  hint: name one of: PLAN, LOST\n"
+        "1 error, 0 warnings, 0 info\n"
+    )
+    path = project / ".smllm" / "bad.smllm.yaml"
+    path.write_text(BAD.replace("WROK", "PLAN"))
+    ran = smllm(["validate", "--info"], project, env)
+    assert ran.code == 0
+    assert ran.out == (
+        ".smllm/bad.smllm.yaml:6:5: warning: meta.events.reviewed: no state uses reviewed "
+        "(EVT-10)\n"
+        "  hint: use it in a state's on, or remove it\n"
+        ".smllm/bad.smllm.yaml:8:1: info: states: no final state: instances never complete "
+        "(MCH-18)\n"
+        "  hint: add a state with type: final if the work can end\n"
+        ".smllm/bad.smllm.yaml:11:7: warning: states.PLAN.on.go: go has no description in PLAN "
+        "(AGT-3)\n"
+        "  hint: add a description, so the agent knows when to fire it\n"
+        ".smllm/bad.smllm.yaml:12:3: warning: states.LOST: LOST can't be reached (MCH-13)\n"
+        "  hint: add a transition to it, mark it meta.entryPoint, or remove it\n"
+        "0 errors, 3 warnings, 1 info\n"
+    )
+    without_info = smllm(["validate"], project, env).out
+    assert "(MCH-18)" not in without_info and without_info.endswith(
+        "0 errors, 3 warnings, 1 info\n"
+    )
+    data = json.loads(smllm(["validate", "--json"], project, env).out)
+    assert data["ok"] is True
+    assert data["files"] == [".smllm/config.toml", ".smllm/dev.smllm.yaml", ".smllm/bad.smllm.yaml"]
+    assert data["counts"] == {"error": 0, "warning": 3, "info": 1}
+    assert data["findings"][0] == {
+        "rule": "EVT-10",
+        "level": "warning",
+        "file": ".smllm/bad.smllm.yaml",
+        "line": 6,
+        "column": 5,
+        "path": "meta.events.reviewed",
+        "message": "no state uses reviewed",
+        "hint": "use it in a state's on, or remove it",
+    }
+
+
+def test_usage(tmp_path: Path, env: dict[str, str]) -> None:
+    ran = smllm(["validate"], tmp_path, env)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err == "error: no config found; run smllm init, or pass --config\n"
+    ran = smllm(["validate", "nope.smllm.yaml"], tmp_path, env)
+    assert (ran.code, ran.out, ran.err) == (2, "", "error: no file nope.smllm.yaml\n")
