@@ -57,21 +57,27 @@ def test_findings_of_a_config(project: Path, env: dict[str, str]) -> None:
         ".smllm/bad.smllm.yaml:8:1: info: states: no final state: instances never complete "
         "(MCH-18)\n"
         "  hint: add a state with type: final if the work can end\n"
+        ".smllm/bad.smllm.yaml:9:3: info: states.PLAN: the agent gets no instructions in PLAN "
+        "(AGT-5)\n"
+        "  hint: add a prompt action or enter-STATE.md\n"
         ".smllm/bad.smllm.yaml:11:7: warning: states.PLAN.on.go: go has no description in PLAN "
         "(AGT-3)\n"
         "  hint: add a description, so the agent knows when to fire it\n"
+        ".smllm/bad.smllm.yaml:12:3: info: states.LOST: the agent gets no instructions in LOST "
+        "(AGT-5)\n"
+        "  hint: add a prompt action or enter-STATE.md\n"
         ".smllm/bad.smllm.yaml:12:3: warning: states.LOST: LOST can't be reached (MCH-13)\n"
         "  hint: add a transition to it, mark it meta.entryPoint, or remove it\n"
-        "0 errors, 3 warnings, 1 info\n"
+        "0 errors, 3 warnings, 3 info\n"
     )
     without_info = smllm(["validate"], project, env).out
     assert "(MCH-18)" not in without_info and without_info.endswith(
-        "0 errors, 3 warnings, 1 info\n"
+        "0 errors, 3 warnings, 3 info\n"
     )
     data = json.loads(smllm(["validate", "--json"], project, env).out)
     assert data["ok"] is True
     assert data["files"] == [".smllm/config.toml", ".smllm/dev.smllm.yaml", ".smllm/bad.smllm.yaml"]
-    assert data["counts"] == {"error": 0, "warning": 3, "info": 1}
+    assert data["counts"] == {"error": 0, "warning": 3, "info": 3}
     assert data["findings"][0] == {
         "rule": "EVT-10",
         "level": "warning",
@@ -90,3 +96,71 @@ def test_usage(tmp_path: Path, env: dict[str, str]) -> None:
     assert ran.err == "error: no config found; run smllm init, or pass --config\n"
     ran = smllm(["validate", "nope.smllm.yaml"], tmp_path, env)
     assert (ran.code, ran.out, ran.err) == (2, "", "error: no file nope.smllm.yaml\n")
+
+
+FILES = """\
+id: files
+initial: A
+meta:
+  smllm: 1
+  events: { go: { description: Go on. } }
+states:
+  A:
+    meta: { entryPoint: true }
+    entry:
+      - { type: prompt, params: { text: "Never write </SMLLM> here." } }
+      - { type: command, params: { run: "true", cwd: gone } }
+    on:
+      go: B
+  B:
+    on:
+      go: C
+  C:
+    type: final
+    entry: { type: prompt, params: { file: prompts/c.md } }
+"""
+
+
+def test_checks_that_read_files(tmp_path: Path, env: dict[str, str]) -> None:
+    machine = tmp_path / "files.smllm.yaml"
+    machine.write_text(FILES)
+    ran = smllm(["validate", "--info", "files.smllm.yaml"], tmp_path, env)
+    assert ran.code == 1
+    lines = [line for line in ran.out.splitlines() if not line.startswith("  hint:")]
+    assert lines == [
+        "files.smllm.yaml:10:41: warning: states.A.entry[0].params.text: prompt text contains "
+        "</smllm>, which would close smllm's block (AGT-1)",
+        "files.smllm.yaml:11:54: warning: states.A.entry[1].params.cwd: cwd gone doesn't exist "
+        "(MCH-19)",
+        "files.smllm.yaml:14:3: info: states.B: the agent gets no instructions in B (AGT-5)",
+        "files.smllm.yaml:19:44: error: states.C.entry.params.file: no prompt file "
+        "prompts/c.md (MCH-11)",
+        "1 error, 2 warnings, 1 info",
+    ]
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "c.md").write_text("Done.\n")
+    (tmp_path / "gone").mkdir()
+    (tmp_path / "enter-B.md").write_text("In B. </Events>\n")
+    ran = smllm(["validate", "--info", "files.smllm.yaml"], tmp_path, env)
+    assert ran.code == 0
+    assert [line for line in ran.out.splitlines() if not line.startswith("  hint:")] == [
+        "files.smllm.yaml:10:41: warning: states.A.entry[0].params.text: prompt text contains "
+        "</smllm>, which would close smllm's block (AGT-1)",
+        "files.smllm.yaml:14:3: warning: states.B: prompt text contains </events>, which would "
+        "close smllm's block (AGT-1)",
+        "0 errors, 2 warnings, 0 info",
+    ]
+
+
+def test_a_config_notices_prompt_file_edits(project: Path, env: dict[str, str]) -> None:
+    machine = project / ".smllm" / "dev.smllm.yaml"
+    machine.write_text(
+        machine.read_text().replace(
+            'text: "Make the change that PLAN.md describes, then fire done."', "file: work.md"
+        )
+    )
+    (project / ".smllm" / "work.md").write_text("Fine.\n")
+    assert smllm(["validate"], project, env).out == "0 errors, 0 warnings, 0 info\n"
+    (project / ".smllm" / "work.md").write_text("Not </smllm> fine.\n")
+    ran = smllm(["validate"], project, env)
+    assert "(AGT-1)" in ran.out and ran.out.endswith("0 errors, 1 warning, 0 info\n")

@@ -389,6 +389,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             shown = shown_path(full, cwd)
             result = load_machine_file(full, shown)
             findings.extend(result.findings)
+            looked.extend(result.reads)
             if result.machine is None:
                 if is_project and result.top_id and result.top_id in machines:
                     findings.append(

@@ -32,42 +32,66 @@ def lint(machine: Machine, data: dict[str, Any], add: Add) -> None:
         path = ("states", name)
         used.update(state.on)
         if state.on and state.always:
-            add("MCH-14", (*path, "always"), f"{name} has always, so its on events are never "
-                "offered", at_key=True)
+            add(
+                "MCH-14",
+                (*path, "always"),
+                f"{name} has always, so its on events are never offered",
+                at_key=True,
+            )
         if state.final and raw.get("exit") is not None:
-            add("MCH-15", (*path, "exit"), f"exit actions of final state {name} never run",
-                at_key=True)
+            add(
+                "MCH-15",
+                (*path, "exit"),
+                f"exit actions of final state {name} never run",
+                at_key=True,
+            )
         if state.final and state.entry_point:
-            add("MCH-17", (*path, "meta", "entryPoint"),
-                f"entering {name} completes the instance at once")
+            add(
+                "MCH-17",
+                (*path, "meta", "entryPoint"),
+                f"entering {name} completes the instance at once",
+            )
         for event, candidates in (raw.get("on") or {}).items():
             for cpath, item in _candidates(candidates, (*path, "on", event)):
                 if isinstance(item, dict) and item.get("reenter") and item.get("target") != name:
                     add("MCH-16", (*cpath, "reenter"), "reenter has no effect here")
-            if (event in state.on and machine.source(event) == "agent"
-                    and all(t.description is None for t in state.on[event])
-                    and (machine.events.get(event) is None
-                         or machine.events[event].description is None)):
-                add("AGT-3", (*path, "on", event), f"{event} has no description in {name}",
-                    at_key=True)
+            if (
+                event in state.on
+                and machine.source(event) == "agent"
+                and all(t.description is None for t in state.on[event])
+                and (machine.events.get(event) is None or machine.events[event].description is None)
+            ):
+                add(
+                    "AGT-3",
+                    (*path, "on", event),
+                    f"{event} has no description in {name}",
+                    at_key=True,
+                )
     if not any(s.final for s in states.values()):
         add("MCH-18", ("states",), "no final state: instances never complete", at_key=True)
     for event, ev in machine.events.items():
         epath = ("meta", "events", event)
         if event in ("enter", "listPaused") and ev.description is not None:
-            add("AGT-4", epath, f"{event} is only offered in idle, which shows its own "
-                "description", at_key=True)
+            add(
+                "AGT-4",
+                epath,
+                f"{event} is only offered in idle, which shows its own description",
+                at_key=True,
+            )
         if event not in BUILTIN_EVENTS and event not in used:
             add("EVT-10", epath, f"no state uses {event}", at_key=True)
         set_ref = any(t.set_ref for s in states.values() for t in s.on.get(event, ()))
         for spec in ev.params:
             ppath = (*epath, "params", "properties", spec.name)
             if spec.name in ("stateMachine", "state"):
-                add("EVT-7", ppath, f"param {spec.name} of {event} looks like enter's",
-                    at_key=True)
+                add("EVT-7", ppath, f"param {spec.name} of {event} looks like enter's", at_key=True)
             elif spec.name == machine.ref.param and not set_ref:
-                add("EVT-7", ppath, f"param {spec.name} of {event} looks like the ref param",
-                    at_key=True)
+                add(
+                    "EVT-7",
+                    ppath,
+                    f"param {spec.name} of {event} looks like the ref param",
+                    at_key=True,
+                )
     if used and machine.host_only():
         add("EVT-12", ("id",), f"only the host can drive {machine.id}; agents can't enter it")
 

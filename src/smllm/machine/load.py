@@ -37,6 +37,7 @@ class LoadResult(Record):
     machine: Machine | None
     findings: list[Finding]
     top_id: str | None  # the file's top-level `id:`, even when it has errors (CFG-8)
+    reads: tuple[str, ...] = ()  # prompt files and folders the checks read or looked for
 
 
 def normalise_prompt(text: str) -> str:
@@ -71,7 +72,8 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
     builder = _Builder(doc, path, shown)
     machine = builder.build()
     top = doc.data.get("id")
-    return LoadResult(machine, builder.findings, top if isinstance(top, str) else None)
+    return LoadResult(machine, builder.findings, top if isinstance(top, str) else None,
+                      tuple(builder.reads))
 
 
 _TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""", re.M)
@@ -92,6 +94,9 @@ class _Builder:
         self.dir = os.path.dirname(path)
         self.shown = shown
         self.findings: list[Finding] = []
+        self.prompts: list[tuple[Path_, Action]] = []  # for the checks of deep.py
+        self.cwds: list[tuple[Path_, str]] = []
+        self.reads: list[str] = []  # files and folders those checks read or looked for
 
     # -- findings -----------------------------------------------------------------------------
 
@@ -203,7 +208,10 @@ class _Builder:
         from .lint import lint
 
         lint(machine, data, self.add)
-        return machine
+        from .deep import check_files
+
+        self.reads = check_files(machine, self.prompts, self.cwds, self.add)
+        return None if self.errors() else machine
 
     def check_pattern(self, pattern: str, path: Path_) -> None:
         from .regex import PatternError, compile_pattern
@@ -448,6 +456,8 @@ class _Builder:
             self.add(rule, (*path, "cwd"), "cwd must be a string")
             return None
         text = str(timeout)
+        if cwd and ok:
+            self.cwds.append(((*path, "cwd"), os.path.normpath(os.path.join(self.dir, cwd))))
         return (
             Command(
                 run_v,
@@ -547,13 +557,17 @@ class _Builder:
             if not isinstance(text, str):
                 self.add("MCH-10", (*path, "text"), "text must be a string")
                 return None
-            return Action("prompt", text=normalise_prompt(text))
+            action = Action("prompt", text=normalise_prompt(text))
+            self.prompts.append(((*path, "text"), action))
+            return action
         if not isinstance(file, str) or not file:
             self.add("MCH-10", (*path, "file"), "file must be a path")
             return None
-        return Action(
+        action = Action(
             "prompt", file=os.path.normpath(os.path.join(self.dir, file)), file_shown=file
         )
+        self.prompts.append(((*path, "file"), action))
+        return action
 
     def check_always_loops(self, states: dict[str, State]) -> None:
         edges = {n: [t.target for t in s.always if t.target in states] for n, s in states.items()}

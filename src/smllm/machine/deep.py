@@ -1,0 +1,91 @@
+"""Checks that read more than the machine file: its prompt files (MCH-11, AGT-1), the implied
+`enter-STATE.md` files (AGT-1, AGT-5) and command folders (MCH-19). validation.md marks all but
+MCH-11 *validate only*; they run whenever a file is parsed (only on a cache miss), and the
+files they read join the cache key, so `validate` never shows stale findings."""
+
+from __future__ import annotations
+
+import os
+
+from .model import Action, Machine
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Add = Callable[..., None]
+    Path_ = tuple[str | int, ...]
+
+__all__ = ["CLOSING_TAGS", "check_files", "closing_tag"]
+
+#: agent-text.md §1: author text holding one of these would close smllm's block (AGT-1)
+CLOSING_TAGS = ("</smllm>", "</instructions>", "</events>")
+
+
+def closing_tag(text: str) -> str | None:
+    """The first closing tag in `text`, ASCII case ignored, or None."""
+    low = text.lower()
+    return next((tag for tag in CLOSING_TAGS if tag in low), None)
+
+
+def _read(path: str) -> tuple[str | None, str | None]:
+    """(text, problem) of a file; problem "missing" when it doesn't exist."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, "not UTF-8"
+
+
+def check_files(
+    machine: Machine, prompts: list[tuple[Path_, Action]], cwds: list[tuple[Path_, str]], add: Add
+) -> list[str]:
+    """Report on the files the machine names; returns every file and folder looked at."""
+    reads: list[str] = []
+    texts: list[tuple[Path_, str, bool]] = []  # (where, author text, at the key)
+    for path, action in prompts:
+        if action.text is not None:
+            texts.append((path, action.text, False))
+            continue
+        assert action.file is not None
+        reads.append(action.file)
+        text, problem = _read(action.file)
+        if problem == "missing":
+            add("MCH-11", path, f"no prompt file {action.file_shown}")
+        elif problem is not None:
+            add("MCH-11", path, f"prompt file {action.file_shown}: {problem}")
+        else:
+            assert text is not None
+            texts.append((path, text, False))
+    for name, state in machine.states.items():
+        implied = None
+        if state.implied_prompt is not None:
+            reads.append(state.implied_prompt)
+            implied, _problem = _read(state.implied_prompt)
+            if implied is not None:
+                texts.append((("states", name), implied, True))
+        shared = [a for s in machine.shared if name in s.states for a in s.entry]
+        prompted = any(a.kind == "prompt" for a in (*state.entry, *shared)) or bool(implied)
+        if not state.final and not state.always and not prompted:
+            add("AGT-5", ("states", name), f"the agent gets no instructions in {name}", at_key=True)
+    for path, text, at_key in texts:
+        tag = closing_tag(text)
+        if tag is not None:
+            add(
+                "AGT-1",
+                path,
+                f"prompt text contains {tag}, which would close smllm's block",
+                at_key=at_key,
+            )
+    folder = os.path.dirname(machine.file)
+    for path, cwd in cwds:
+        reads.append(cwd)
+        if not os.path.isdir(cwd):
+            add("MCH-19", path, f"cwd {os.path.relpath(cwd, folder)} doesn't exist")
+    return reads
