@@ -489,6 +489,6 @@ def test_one_session_two_processes_reply(
     assert (
         "\nerror: another call of this session changed it first; issue "
         f"{lost['ref']} was written, and this is where the session is now\n"
-    ) in lost["out"]
+    ) in lost["out"], show(lost)
     assert f" · issue {won['ref']}\n" in lost["out"].split("\n")[1] + "\n", lost["out"]
     assert "\n<events>\n" in lost["out"], lost["out"]

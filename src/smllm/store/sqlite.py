@@ -108,7 +108,7 @@ class SqliteStore:
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute("PRAGMA journal_mode = WAL")
+        self._wal(conn)
         conn.execute("BEGIN IMMEDIATE")
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -120,6 +120,23 @@ class SqliteStore:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+
+    @staticmethod
+    def _wal(conn: sqlite3.Connection) -> None:
+        """Switch a new store to WAL. The switch needs the database to itself, which the busy
+        handler doesn't wait for: when several processes create the store at once, retry
+        until one of them has switched it (WAL then stays on for every connection)."""
+        import time
+
+        deadline = time.monotonic() + BUSY_TIMEOUT_SECS
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            except sqlite3.OperationalError:
+                mode = ""
+            if str(mode).lower() == "wal" or time.monotonic() > deadline:
+                return
+            time.sleep(0.01)
 
     def _error(self, exc: sqlite3.OperationalError) -> StoreError:
         if "locked" in str(exc) or "busy" in str(exc):
