@@ -20,13 +20,22 @@ def test_init_and_new_write(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["init"], tmp_path, env)
     assert (ran.code, ran.out) == (0, "created .smllm/config.toml\n")
     config = tmp_path / ".smllm" / "config.toml"
-    config.write_text(config.read_text().replace("files = []", "files = []  # keep me") +
-                      "\n# a comment at the end\n")
+    config.write_text(
+        config.read_text().replace("files = []", "files = []  # keep me")
+        + "\n# a comment at the end\n"
+    )
     ran = smllm(["init", "--json"], tmp_path, env)
     assert json.loads(ran.out) == {"path": str(config), "created": False}
     ran = smllm(["new", "review", "--write"], tmp_path, env)
     assert ran.code == 0, ran.err
-    assert ran.out == "wrote .smllm/review.smllm.yaml; added it to .smllm/config.toml\n"
+    assert ran.out == (
+        "wrote .smllm/review.smllm.yaml; added it to .smllm/config.toml\n"
+        "wrote .smllm/smllm.schema.json, the machine schema that editors read\n"
+    )
+    review = (tmp_path / ".smllm" / "review.smllm.yaml").read_text()
+    assert review.startswith("# yaml-language-server: $schema=smllm.schema.json\n")
+    schema = json.loads((tmp_path / ".smllm" / "smllm.schema.json").read_text())
+    assert schema == json.loads(smllm(["info", "schema"], tmp_path, env).out)
     text = config.read_text()
     assert 'files = ["review.smllm.yaml"]  # keep me' in text
     assert text.endswith("# a comment at the end\n")
@@ -36,6 +45,9 @@ def test_init_and_new_write(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["new", "ship", "--write", "--dir", "machines", "--json"], tmp_path, env)
     out = json.loads(ran.out)
     assert out["written"] is True and out["path"] == str(tmp_path / "machines" / "ship.smllm.yaml")
+    assert out["schema"] is None  # already there: left as it was
+    ship = (tmp_path / "machines" / "ship.smllm.yaml").read_text()
+    assert ship.startswith("# yaml-language-server: $schema=../.smllm/smllm.schema.json\n")
     assert '"review.smllm.yaml", "../machines/ship.smllm.yaml"' in config.read_text()
     # the templates are valid machines: the session's idle list names both
     ran = smllm(["session", "new"], tmp_path, env)
@@ -52,7 +64,8 @@ def test_init_user(tmp_path: Path, env: dict[str, str]) -> None:
 
 def test_new_prints_a_template(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["new", "triage"], tmp_path, env)
-    assert ran.code == 0 and ran.out.startswith("id: triage\n")
+    assert ran.code == 0
+    assert ran.out.startswith("# yaml-language-server: $schema=smllm.schema.json\nid: triage\n")
     assert not (tmp_path / ".smllm").exists()
 
 
@@ -63,8 +76,11 @@ def _key(ran_out: str) -> str:
 
 
 def test_sessions_and_instances(project: Path, env: dict[str, str]) -> None:
-    ran = smllm(["fire", "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-4",
-                 "--json"], project, env)
+    ran = smllm(
+        ["fire", "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-4", "--json"],
+        project,
+        env,
+    )
     reply = json.loads(ran.out)
     key = reply["session"]
     assert reply["ok"] is True and reply["location"]["state"] == "PLAN"
@@ -80,8 +96,11 @@ def test_sessions_and_instances(project: Path, env: dict[str, str]) -> None:
     ran = smllm(["session", "list"], project, env)
     lines = ran.out.splitlines()
     assert len(lines) == 2
-    assert re.fullmatch(rf"{idle_key}  idle {{21}}none  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC  "
-                        + re.escape(str(project)), lines[0]), lines[0]
+    assert re.fullmatch(
+        rf"{idle_key}  idle {{21}}none  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC  "
+        + re.escape(str(project)),
+        lines[0],
+    ), lines[0]
     assert lines[1].startswith(f"{key}  dev › PLAN · issue GH-4  none  ")
     listed = json.loads(smllm(["session", "list", "--json"], project, env).out)["sessions"]
     assert listed[1]["holding"]["label"] == "GH-4" and listed[0]["holding"] is None
@@ -91,13 +110,13 @@ def test_sessions_and_instances(project: Path, env: dict[str, str]) -> None:
     audit = smllm(["session", "show", key, "--audit"], project, env).out.splitlines()
     assert [line.split("  ")[1] for line in audit] == ["bind", "event", "event"]
     assert audit[2].endswith("  event  planned dev GH-4 PLAN → PLAN")
-    audit_json = json.loads(smllm(["session", "show", key, "--audit", "--json"], project,
-                                  env).out)
+    audit_json = json.loads(smllm(["session", "show", key, "--audit", "--json"], project, env).out)
     assert audit_json["audit"][1]["event"] == "enter"
 
     ran = smllm(["instance", "list"], project, env)
-    assert re.fullmatch(rf"dev  GH-4  PLAN  active  {key}  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC\n",
-                        ran.out)
+    assert re.fullmatch(
+        rf"dev  GH-4  PLAN  active  {key}  \d{{4}}-\d\d-\d\d \d\d:\d\d UTC\n", ran.out
+    )
     assert smllm(["instance", "list", "--status", "paused"], project, env).out == ""
     data = json.loads(smllm(["instance", "list", "--json"], project, env).out)["instances"]
     assert data[0]["visits"] == {"PLAN": 2} and data[0]["version"] == 2
@@ -112,19 +131,24 @@ def test_sessions_and_instances(project: Path, env: dict[str, str]) -> None:
     assert (missing.code, missing.err) == (1, "error: no instance GH-9\n")
 
 
-def test_config_option_is_ignored_for_a_session(project: Path, env: dict[str, str],
-                                                 tmp_path: Path) -> None:
+def test_config_option_is_ignored_for_a_session(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     other = tmp_path / "other.toml"
     other.write_text("[machines]\nfiles = []\n")
     key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
-    ran = smllm(["--config", str(other), "fire", "--session", key, "enter",
-                 "--param", "stateMachine=dev"], project, env)
+    ran = smllm(
+        ["--config", str(other), "fire", "--session", key, "enter", "--param", "stateMachine=dev"],
+        project,
+        env,
+    )
     assert ran.code == 0
     assert ran.err.startswith("note: --config is ignored for a call that names a session")
-    ran = smllm(["fire", "enter", "--config", str(other), "--param", "stateMachine=dev"],
-                project, env)
+    ran = smllm(
+        ["fire", "enter", "--config", str(other), "--param", "stateMachine=dev"], project, env
+    )
     assert ran.code == 1 and "No state machines" not in ran.out
-    assert "enter param stateMachine must be one of:  (got \"dev\")" in ran.out
+    assert 'enter param stateMachine must be one of:  (got "dev")' in ran.out
 
 
 def test_demo(tmp_path: Path, env: dict[str, str]) -> None:

@@ -95,8 +95,13 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
-def machine_template(machine_id: str) -> str:
+#: the schema file `new --write` keeps beside the config, for editors (`info schema` writes it)
+SCHEMA_FILE = "smllm.schema.json"
+
+
+def machine_template(machine_id: str, schema: str = SCHEMA_FILE) -> str:
     return f"""\
+# yaml-language-server: $schema={schema}
 id: {machine_id}
 description: What this machine guides, in one line.
 initial: START
@@ -124,8 +129,8 @@ def new(args: Namespace) -> int:
 
     if not re.search(NAME_PATTERNS["machine"], args.id):
         raise Exit(2, f"machine name {args.id} must match {NAME_PATTERNS['machine']}")
-    text = machine_template(args.id)
     if not args.write:
+        text = machine_template(args.id)
         if args.json:
             emit_json({"path": None, "written": False, "config": None, "text": text})
         else:
@@ -149,13 +154,27 @@ def new(args: Namespace) -> int:
         raise Exit(1, f"{_shown(path)} exists")
     entry = os.path.relpath(path, os.path.dirname(config))
     updated = _add_machine_file(config, entry)
+    schema = os.path.join(os.path.dirname(config), SCHEMA_FILE)
+    text = machine_template(args.id, os.path.relpath(schema, folder))
     os.makedirs(folder, exist_ok=True)
     _atomic_write(path, text)
     _atomic_write(config, updated)
+    schema_written = not os.path.exists(schema)
+    if schema_written:
+        _atomic_write(schema, _schema_text())
     if args.json:
-        emit_json({"path": path, "written": True, "config": config})
+        emit_json(
+            {
+                "path": path,
+                "written": True,
+                "config": config,
+                "schema": schema if schema_written else None,
+            }
+        )
     else:
         _out(f"wrote {_shown(path)}; added it to {_shown(config)}")
+        if schema_written:
+            _out(f"wrote {_shown(schema)}, the machine schema that editors read")
     return 0
 
 
@@ -453,17 +472,22 @@ def instance(args: Namespace) -> int:
 
 def info(args: Namespace) -> int:
     """`smllm info schema [--write PATH]`: the schema the loader's shape checks read."""
-    import json
 
-    from ..machine.schema import machine_schema
-
-    text = json.dumps(machine_schema(), indent=2, ensure_ascii=False) + "\n"
+    text = _schema_text()
     if args.write:
         _atomic_write(os.path.abspath(args.write), text)
         _out(f"wrote {_shown(os.path.abspath(args.write))}")
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _schema_text() -> str:
+    import json
+
+    from ..machine.schema import machine_schema
+
+    return json.dumps(machine_schema(), indent=2, ensure_ascii=False) + "\n"
 
 
 def demo(args: Namespace) -> int:
