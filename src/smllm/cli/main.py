@@ -64,6 +64,7 @@ def _fast_args(argv: list[str]) -> Any:
 
 def _dispatch(args: Namespace) -> int:
     from . import commands
+    from .graph import graph
     from .validate import validate
 
     table: dict[str, Callable[[Namespace], int]] = {
@@ -75,6 +76,7 @@ def _dispatch(args: Namespace) -> int:
         "demo": commands.demo,
         "info": commands.info,
         "validate": validate,
+        "graph": graph,
     }
     return table[args.command](args)
 

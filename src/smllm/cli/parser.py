@@ -101,6 +101,13 @@ def build() -> _Parser:
     p.add_argument("--info", action="store_true", help="list info findings too")
     p.add_argument("--json", action="store_true")
 
+    p = cmd("graph", "the states and transitions of the configured machines")
+    p.add_argument("id", nargs="?", help="one machine")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--mermaid", action="store_true", help="a Mermaid stateDiagram-v2")
+    form.add_argument("--dot", action="store_true", help="Graphviz DOT")
+    form.add_argument("--json", action="store_true")
+
     p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
     info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
     q = info_sub.add_parser("schema", help="the JSON Schema (2020-12) of machine files")

@@ -1,0 +1,161 @@
+"""`smllm graph [ID] [--mermaid | --dot | --json]` (cli-and-harnesses.md §2): the states and
+transitions of the configured machines, read from the compiled machines."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..machine.model import Guard, Machine, Transition
+from .main import Exit, emit_json
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+    from typing import Any
+
+__all__ = ["edges", "graph"]
+
+
+def _guard(g: Guard | None) -> str | None:
+    if g is None:
+        return None
+    if g.kind == "visits":
+        return f"visits {g.state} ≥ {g.at_least}"
+    assert g.command is not None
+    run = g.command.run
+    return f"command `{run}`" if isinstance(run, str) else f"command [{', '.join(run)}]"
+
+
+def edges(m: Machine) -> list[tuple[str, str, Transition]]:
+    """(source state, event, candidate) for every candidate, `always` named as its event."""
+    out: list[tuple[str, str, Transition]] = []
+    for name, state in m.states.items():
+        for event, candidates in state.on.items():
+            out.extend((name, event, t) for t in candidates)
+        out.extend((name, "always", t) for t in state.always)
+    return out
+
+
+def _tags(m: Machine, name: str) -> list[str]:
+    s = m.states[name]
+    tags = ["initial"] if name == m.initial else []
+    tags += ["entry point"] * s.entry_point + ["fallback"] * s.fallback + ["final"] * s.final
+    return tags
+
+
+def _text(m: Machine) -> list[str]:
+    lines = [f"{m.id}: {m.description}" if m.description else m.id]
+    by_state: dict[str, list[tuple[str, Transition]]] = {}
+    for source, event, t in edges(m):
+        by_state.setdefault(source, []).append((event, t))
+    for name in m.states:
+        tags = _tags(m, name)
+        lines.append(f"{name} [{', '.join(tags)}]" if tags else name)
+        for event, t in by_state.get(name, []):
+            guard = _guard(t.guard)
+            line = f"  {event}" + (f" [{guard}]" if guard else "")
+            line += f" → {t.target}" if t.target is not None else " → (stays)"
+            line += " (reenter)" * t.reenter + " (setRef)" * t.set_ref
+            line += " (host)" * (event != "always" and m.source(event) == "host")
+            lines.append(line)
+    return lines
+
+
+def _mermaid_label(text: str) -> str:
+    return "".join(c for c in text if c not in '"`:;#')
+
+
+def _mermaid(m: Machine) -> list[str]:
+    lines = [
+        "---",
+        f"title: {_mermaid_label(m.id)}",
+        "---",
+        "stateDiagram-v2",
+        f"    [*] --> {m.initial}",
+    ]
+    for source, event, t in edges(m):
+        guard = _guard(t.guard)
+        label = _mermaid_label(event + (f" [{guard}]" if guard else ""))
+        lines.append(f"    {source} --> {t.target or source} : {label}")
+    lines += [f"    {name} --> [*]" for name, s in m.states.items() if s.final]
+    return lines
+
+
+def _dot(m: Machine) -> list[str]:
+    def q(text: str) -> str:
+        # a JSON string is a DOT ID: quotes escaped, a line break as \n
+        return json.dumps(text, ensure_ascii=False)
+
+    lines = [
+        f"digraph {q(m.id)} {{",
+        "  rankdir=LR;",
+        "  node [shape=box, style=rounded];",
+        '  "__start" [shape=point];',
+        f'  "__start" -> {q(m.initial)};',
+    ]
+    for name, s in m.states.items():
+        shape = ", peripheries=2" if s.final else ""
+        tags = _tags(m, name)
+        label = name + (f"\n[{', '.join(tags)}]" if tags else "")
+        lines.append(f"  {q(name)} [label={q(label)}{shape}];")
+    for source, event, t in edges(m):
+        guard = _guard(t.guard)
+        label = event + (f" [{guard}]" if guard else "") + " (reenter)" * t.reenter
+        style = ", style=dashed" if event == "always" else ""
+        lines.append(f"  {q(source)} -> {q(t.target or source)} [label={q(label)}{style}];")
+    lines.append("}")
+    return lines
+
+
+def _json(m: Machine) -> dict[str, Any]:
+    by_state: dict[str, list[dict[str, Any]]] = {name: [] for name in m.states}
+    for source, event, t in edges(m):
+        by_state[source].append(
+            {
+                "event": event,
+                "target": t.target,
+                "guard": _guard(t.guard),
+                "reenter": t.reenter,
+                "setRef": t.set_ref,
+                "source": "agent" if event == "always" else m.source(event),
+            }
+        )
+    return {
+        "id": m.id,
+        "initial": m.initial,
+        "states": [
+            {
+                "name": name,
+                "final": s.final,
+                "entryPoint": s.entry_point,
+                "fallback": s.fallback,
+                "transitions": by_state[name],
+            }
+            for name, s in m.states.items()
+        ],
+    }
+
+
+def graph(args: Namespace) -> int:
+    import os
+
+    from ..machine.cache import load_cached
+    from ..machine.config import find_configs
+    from .main import config_option
+
+    configs = find_configs(os.getcwd(), config_option(args))
+    if not configs:
+        raise Exit(2, "no config found; run smllm init, or pass --config")
+    machines = list(load_cached(configs).machines.values())
+    if args.id is not None:
+        machines = [m for m in machines if m.id == args.id]
+        if not machines:
+            raise Exit(1, f"no machine {args.id} is configured")
+    if args.json:
+        emit_json({"machines": [_json(m) for m in machines]})
+        return 0
+    render = _mermaid if args.mermaid else _dot if args.dot else _text
+    blocks = ["\n".join(render(m)) for m in machines]
+    sys.stdout.write("\n\n".join(blocks) + "\n" if blocks else "")
+    return 0

@@ -1,0 +1,92 @@
+"""`smllm graph`: text, JSON, DOT that Graphviz renders, and Mermaid stateDiagram-v2."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import MACHINES, smllm
+
+ALL = ["always", "fallback", "final", "reenter", "visits", "fix"]
+
+
+@pytest.fixture
+def every_machine(project: Path) -> Path:
+    """The example project, with every fixture machine listed too."""
+    smllm_dir = project / ".smllm"
+    for name in ALL[:-1]:
+        shutil.copy(MACHINES / f"{name}.smllm.yaml", smllm_dir)
+    shutil.copytree(MACHINES / "fix", smllm_dir, dirs_exist_ok=True)
+    files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
+    (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
+    return project
+
+
+def test_text(every_machine: Path, env: dict[str, str]) -> None:
+    ran = smllm(["graph", "dev"], every_machine, env)
+    assert (ran.code, ran.err) == (0, "")
+    assert ran.out == (
+        "dev: Work on an issue, from a plan to a change.\n"
+        "PLAN [initial, entry point]\n"
+        "  planned [command `test -f PLAN.md`] → WORK\n"
+        "  planned → PLAN (reenter)\n"
+        "WORK\n"
+        "  done → DONE\n"
+        "DONE [final]\n"
+    )
+    fix = smllm(["graph", "fix"], every_machine, env).out
+    for line in (
+        "  triaged → REPRO (setRef)",
+        "  progress → (stays)",
+        "  always [visits FIX ≥ 3] → STUCK",
+        "  approved → SHIP (host)",
+        "ASIDE [fallback]",
+        "SHIP [final]",
+    ):
+        assert line + "\n" in fix
+    everything = smllm(["graph"], every_machine, env).out
+    assert everything.count("\n\n") == len(ALL)  # machines separated by a blank line
+    missing = smllm(["graph", "nope"], every_machine, env)
+    assert (missing.code, missing.err) == (1, "error: no machine nope is configured\n")
+
+
+def test_json(every_machine: Path, env: dict[str, str]) -> None:
+    data = json.loads(smllm(["graph", "--json"], every_machine, env).out)
+    assert [m["id"] for m in data["machines"]] == ["dev", *ALL]
+    fix = data["machines"][-1]
+    review = next(s for s in fix["states"] if s["name"] == "REVIEW")
+    assert review["transitions"][0] == {
+        "event": "approved",
+        "target": "SHIP",
+        "guard": None,
+        "reenter": False,
+        "setRef": False,
+        "source": "host",
+    }
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is installed by .ci/run")
+def test_dot_renders_with_graphviz(every_machine: Path, env: dict[str, str]) -> None:
+    for name in ["dev", *ALL]:
+        ran = smllm(["graph", name, "--dot"], every_machine, env)
+        svg = subprocess.run(["dot", "-Tsvg"], input=ran.out, capture_output=True, text=True)
+        assert (svg.returncode, svg.stderr) == (0, ""), name
+        assert "<svg" in svg.stdout
+
+
+MERMAID_LINE = re.compile(
+    r"    (\[\*\]|[A-Za-z0-9_-]+) --> (\[\*\]|[A-Za-z0-9_-]+)( : [^\"`:;#]+)?"
+)
+
+
+def test_mermaid_is_a_state_diagram(every_machine: Path, env: dict[str, str]) -> None:
+    for name in ["dev", *ALL]:
+        lines = smllm(["graph", name, "--mermaid"], every_machine, env).out.splitlines()
+        assert lines[:4] == ["---", f"title: {name}", "---", "stateDiagram-v2"]
+        assert lines[4].startswith("    [*] --> ")
+        for line in lines[4:]:
+            assert MERMAID_LINE.fullmatch(line), line
