@@ -62,23 +62,26 @@ def _fast_args(argv: list[str]) -> Any:
     return None
 
 
-def _dispatch(args: Namespace) -> int:
-    from . import commands
-    from .graph import graph
-    from .validate import validate
+#: command → (module of smllm.cli, function): only the command's own module is imported
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("commands", "init"),
+    "new": ("commands", "new"),
+    "fire": ("commands", "fire"),
+    "session": ("commands", "session"),
+    "instance": ("commands", "instance"),
+    "demo": ("commands", "demo"),
+    "info": ("commands", "info"),
+    "validate": ("validate", "validate"),
+    "graph": ("graph", "graph"),
+}
 
-    table: dict[str, Callable[[Namespace], int]] = {
-        "init": commands.init,
-        "new": commands.new,
-        "fire": commands.fire,
-        "session": commands.session,
-        "instance": commands.instance,
-        "demo": commands.demo,
-        "info": commands.info,
-        "validate": validate,
-        "graph": graph,
-    }
-    return table[args.command](args)
+
+def _dispatch(args: Namespace) -> int:
+    from importlib import import_module
+
+    module, name = COMMANDS[args.command]
+    run: Callable[[Namespace], int] = getattr(import_module(f"smllm.cli.{module}"), name)
+    return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
