@@ -73,6 +73,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("commands", "info"),
     "validate": ("validate", "validate"),
     "graph": ("graph", "graph"),
+    "completions": ("completions", "completions"),
 }
 
 

@@ -108,6 +108,9 @@ def build() -> _Parser:
     form.add_argument("--dot", action="store_true", help="Graphviz DOT")
     form.add_argument("--json", action="store_true")
 
+    p = cmd("completions", "print a shell completion script: bash, zsh or fish")
+    p.add_argument("shell", metavar="SHELL")
+
     p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
     info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
     q = info_sub.add_parser("schema", help="the JSON Schema (2020-12) of machine files")
