@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -58,3 +59,29 @@ def test_another_shell(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["completions", "tcsh"], tmp_path, env)
     assert (ran.code, ran.out) == (2, "")
     assert ran.err == "error: no completions for tcsh (shells: bash, zsh, fish)\n"
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is installed by .ci/run")
+def test_fish_completes(tmp_path: Path, env: dict[str, str]) -> None:
+    script = tmp_path / "smllm.fish"
+    script.write_text(smllm(["completions", "fish"], tmp_path, env).out)
+
+    def complete(line: str) -> list[str]:
+        ran = subprocess.run(
+            ["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return ran.stdout.split()
+
+    assert complete("smllm se") == ["session"]
+    assert complete("smllm session ") == ["list", "new", "show"]
+    assert complete("smllm fire --par") == ["--param", "--params"]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is installed by .ci/run")
+def test_zsh_script_parses(tmp_path: Path, env: dict[str, str]) -> None:
+    script = tmp_path / "_smllm"
+    script.write_text(smllm(["completions", "zsh"], tmp_path, env).out)
+    assert subprocess.run(["zsh", "-n", str(script)]).returncode == 0
