@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from ..engine.idle import sort_paused
 from ..engine.records import Instance
 from ..machine.config import Loaded, StoreSpec
 from ..store.base import InstanceStore, StoreError
@@ -111,8 +112,7 @@ class Stores:
             found.extend(listed)
             total += count
         if len(groups) > 1:
-            found.sort(key=lambda i: (i.machine, i.label))
-            found.sort(key=lambda i: i.updated, reverse=True)
+            sort_paused(found)
             if limit is not None:
                 found = found[:limit]
         return found, total

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from argparse import Namespace
 
+    from ..machine.config import Loaded
+
 __all__ = ["demo", "fire", "info", "init", "instance", "new", "session"]
 
 _NO_CONFIG = "no config found; run smllm init, or pass --config"
@@ -330,41 +332,42 @@ def _session_new(args: Namespace) -> int:
     return 0
 
 
-def _where(app: App, s: Session) -> tuple[str, dict[str, Any] | None]:
-    if s.holding is None:
-        return "idle", None
-    loaded = app.load(s.configs)
+def _places(app: App, s: Session) -> tuple[Instance | None, Instance | None, Loaded | None]:
+    """The instances a session holds and keeps interrupted, and its loaded machines."""
+    if s.holding is None and s.interrupted is None:
+        return None, None, None
     from ..api.stores import Stores
+
+    loaded = app.load(s.configs)
+    stores = Stores(loaded, app.user, app.opened)
+    held = stores.instance(*s.holding) if s.holding else None
+    slot = stores.instance(*s.interrupted) if s.interrupted else None
+    return held, slot, loaded
+
+
+def _where(app: App, s: Session) -> str:
     from ..engine.idle import kind_of
 
-    inst = Stores(loaded, app.user).instance(*s.holding)
-    if inst is None:
-        return "idle", None
-    kind = kind_of(loaded, inst.machine)
-    info = {"machine": inst.machine, "id": inst.id, "label": inst.label, "state": inst.state}
-    return f"{inst.machine} › {inst.state} · {kind} {inst.label}", info
-
-
-def _slot(app: App, s: Session) -> dict[str, Any] | None:
-    if s.interrupted is None:
-        return None
-    from ..api.stores import Stores
-
-    inst = Stores(app.load(s.configs), app.user).instance(*s.interrupted)
-    if inst is None:
-        return {
-            "machine": s.interrupted.machine,
-            "id": s.interrupted.id,
-            "label": None,
-            "state": None,
-        }
-    return {"machine": inst.machine, "id": inst.id, "label": inst.label, "state": inst.state}
+    held, _slot, loaded = _places(app, s)
+    if held is None or loaded is None:
+        return "idle"
+    return f"{held.machine} › {held.state} · {kind_of(loaded, held.machine)} {held.label}"
 
 
 def _session_json(app: App, s: Session) -> dict[str, Any]:
+    held, slot, _loaded = _places(app, s)
     d = s.to_json()
-    d["holding"] = _where(app, s)[1]
-    d["interrupted"] = _slot(app, s)
+    for name, place, inst in (("holding", s.holding, held), ("interrupted", s.interrupted, slot)):
+        if place is None:
+            continue
+        d[name] = {
+            "machine": place.machine,
+            "id": place.id,
+            "label": inst.label if inst else None,
+            "state": inst.state if inst else None,
+        }
+    if held is None:
+        d["holding"] = None  # an instance that left reads as idle, as `session list` says
     return d
 
 
@@ -388,7 +391,7 @@ def _session_list(args: Namespace) -> int:
     if args.json:
         emit_json({"sessions": [_session_json(app, s) for s in sessions]})
         return 0
-    _table([[s.key, _where(app, s)[0], s.harness, _minute(s.last_active), s.cwd] for s in sessions])
+    _table([[s.key, _where(app, s), s.harness, _minute(s.last_active), s.cwd] for s in sessions])
     return 0
 
 
@@ -407,7 +410,7 @@ def instance(args: Namespace) -> int:
     from ..api.stores import Stores
 
     app, loaded = _loaded_here(args)
-    stores = Stores(loaded, app.user)
+    stores = Stores(loaded, app.user, app.opened)
     machines = [m for m in loaded.machines if args.machine in (None, m)]
     if args.action == "list":
         found: list[Instance] = []

@@ -248,18 +248,8 @@ class _Fire:
     def in_state(self, machine: Machine, state: State, inst: Instance) -> Outcome:
         offered = machine_offers(machine, state, inst, self.call.source)
         event = self.event
-        if self.call.source == "agent" and event in state.on and machine.source(event) == "host":
-            return self.refuse_machine(
-                machine,
-                state,
-                inst,
-                f"{event} is an event that only the host fires (offered: {', '.join(offered)})",
-            )
-        if (
-            self.call.source == "agent"
-            and machine.source(event) == "host"
-            and event in machine.events
-        ):
+        # checked before "not offered", whatever the state (engine.md §4.1 step 3)
+        if self.call.source == "agent" and machine.source(event) == "host":
             return self.refuse_machine(
                 machine,
                 state,

@@ -12,7 +12,7 @@ from .rules import BUILTIN_DESCRIPTIONS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    from typing import Any
+    pass
 
 __all__ = [
     "PAUSED_LIST_CUT",
@@ -22,6 +22,7 @@ __all__ = [
     "instance_line",
     "kind_of",
     "left_message",
+    "sort_paused",
 ]
 
 #: agent-text.md §3: the idle list shows at most this many paused instances.
@@ -49,24 +50,11 @@ def instance_line(loaded: Loaded, inst: Instance) -> InstanceLine:
     return InstanceLine(kind_of(loaded, inst.machine), inst.label, inst.machine, inst.state)
 
 
-def _sort_key(inst: Instance) -> tuple[Any, ...]:
-    # most recently updated first; ties by machine id, then label, by code point
-    return (_Desc(inst.updated), inst.machine, inst.label)
-
-
-class _Desc:
-    __slots__ = ("v",)
-
-    def __init__(self, v: str) -> None:
-        self.v = v
-
-    def __lt__(self, other: _Desc) -> bool:
-        return self.v > other.v
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Desc) and self.v == other.v
-
-    __hash__ = None  # type: ignore[assignment]
+def sort_paused(instances: list[Instance]) -> None:
+    """engine.md §5.3's order, in place: most recently updated first; ties by machine id,
+    then label, by code point (two stable sorts)."""
+    instances.sort(key=lambda i: (i.machine, i.label))
+    instances.sort(key=lambda i: i.updated, reverse=True)
 
 
 def paused_after(
@@ -83,7 +71,7 @@ def paused_after(
         if inst.status == "paused" and inst.machine in loaded.machines:
             listed.append(inst)
             total += 1
-    listed.sort(key=_sort_key)
+    sort_paused(listed)
     return (listed if limit is None else listed[:limit]), total
 
 

@@ -72,8 +72,9 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
     builder = _Builder(doc, path, shown)
     machine = builder.build()
     top = doc.data.get("id")
-    return LoadResult(machine, builder.findings, top if isinstance(top, str) else None,
-                      tuple(builder.reads))
+    return LoadResult(
+        machine, builder.findings, top if isinstance(top, str) else None, tuple(builder.reads)
+    )
 
 
 _TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""", re.M)

@@ -286,7 +286,7 @@ def json_param_errors(
         schema["$defs"] = defs
     first: dict[tuple[Any, ...], str] = {}
     for error in _validator_for(schema).iter_errors(value):
-        _collect(error, first)
+        first.setdefault(tuple(error.absolute_path), error.message)
     keys = sorted(
         first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x) for x in p)
     )
@@ -299,8 +299,3 @@ def json_param_errors(
         )
         out.append(f"At {where}: {first[path]}")
     return out, max(0, len(keys) - limit)
-
-
-def _collect(error: Any, first: dict[tuple[Any, ...], str]) -> None:
-    path = tuple(error.absolute_path)
-    first.setdefault(path, error.message)
