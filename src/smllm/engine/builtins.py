@@ -9,8 +9,8 @@ from ..machine.model import Machine, State
 from .call import Outcome
 from .idle import idle_prompt, idle_view, kind_of
 from .records import INTERRUPTED, PAUSED, HistoryRecord, Instance, InstanceWrite, Place
-from .reply import EventsList, Header, Reply
-from .rules import state_events
+from .reply import Header, Reply
+from .rules import gone_events, gone_note, not_configured, unconfigured_events
 from .steps import Run
 
 if TYPE_CHECKING:
@@ -30,27 +30,21 @@ __all__ = [
 
 def unconfigured(f: _Fire, inst: Instance) -> Outcome:
     """engine.md §7.2: only pause, which lets go of the instance without exit actions."""
-    message = (
-        f"state machine {inst.machine} is not configured (its file might have "
-        "errors); fix the config, then resume"
-    )
     if f.event != "pause" or f.call.params:
-        from .reply import EventItem
-
-        events = EventsList(
-            f.key,
-            (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),),
+        return Outcome(
+            False,
+            Reply(
+                f.machine_header(None, inst),
+                error=not_configured(inst.machine),
+                events=unconfigured_events(f.key, inst),
+            ),
         )
-        return Outcome(False, Reply(f.machine_header(None, inst), error=message, events=events))
     return let_go(f, None, inst, (f"Paused instance {inst.label} at {inst.state}.",), [])
 
 
 def state_gone(f: _Fire, machine: Machine, inst: Instance) -> Outcome:
     """engine.md §7.3: only pause and unmatched, without exit actions."""
-    note = (
-        f"Saved state {inst.state} no longer exists in {machine.id}. Fire pause, then "
-        f"enter with a state: {', '.join(machine.states)}"
-    )
+    note = gone_note(machine, inst)
     offered = ("pause", "unmatched")
     if f.event not in offered:
         message = f"{f.event} is not offered here (offered: {', '.join(offered)})"
@@ -65,8 +59,7 @@ def state_gone(f: _Fire, machine: Machine, inst: Instance) -> Outcome:
 
 
 def refuse_gone(f: _Fire, machine: Machine, inst: Instance, note: str, message: str) -> Outcome:
-    fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
-    events = state_events(machine, fake, inst, f.key, only=("pause", "unmatched"))
+    events = gone_events(machine, inst, f.key)
     return Outcome(
         False,
         Reply(f.machine_header(machine, inst), notes=(note,), error=message, events=events),

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..machine.model import Machine
 from .call import Outcome
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
-from .rules import duplicate, quoted
+from .rules import duplicate, not_configured, quoted
 
 if TYPE_CHECKING:
     from .fire import _Fire
@@ -155,10 +155,7 @@ def resume_idle(f: _Fire) -> Outcome:
         return clear("the interrupted instance is no longer interrupted")
     machine = f.loaded.machines.get(inst.machine)
     if machine is None:
-        return f.refuse_idle(
-            f"state machine {inst.machine} is not configured (its file might "
-            "have errors); fix the config, then resume"
-        )
+        return f.refuse_idle(not_configured(inst.machine))
     if inst.state not in machine.states:
         return f.refuse_idle(
             f"saved state {inst.state} no longer exists. Fire enter with "

@@ -22,10 +22,14 @@ __all__ = [
     "NOTE_PARAM",
     "check_params",
     "duplicate",
+    "gone_events",
+    "gone_note",
     "machine_offers",
+    "not_configured",
     "parse_json_text",
     "quoted",
     "state_events",
+    "unconfigured_events",
 ]
 
 #: agent-text.md §4: the built-ins' default descriptions (KIND LABEL / STATE filled in).
@@ -248,3 +252,32 @@ def _schema_problem(
     if more:
         text += f". And {more} more"
     return text
+
+
+def not_configured(machine_id: str) -> str:
+    """engine.md §7.2's refusal of every event but pause."""
+    return (
+        f"state machine {machine_id} is not configured (its file might have errors); fix "
+        "the config, then resume"
+    )
+
+
+def unconfigured_events(key: str | None, inst: Instance) -> EventsList:
+    """§7.2: only pause, worded without the machine's kind."""
+    return EventsList(
+        key, (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),)
+    )
+
+
+def gone_note(machine: Machine, inst: Instance) -> str:
+    """§7.3's note when the held instance's saved state is gone."""
+    return (
+        f"Saved state {inst.state} no longer exists in {machine.id}. Fire pause, then "
+        f"enter with a state: {', '.join(machine.states)}"
+    )
+
+
+def gone_events(machine: Machine, inst: Instance, key: str | None) -> EventsList:
+    """§7.3: only pause and unmatched are offered."""
+    gone = State(inst.state, False, False, False, (), (), {}, (), {}, None)
+    return state_events(machine, gone, inst, key, only=("pause", "unmatched"))

@@ -5,13 +5,12 @@ from __future__ import annotations
 from enum import Enum
 
 from ..machine.config import Loaded
-from ..machine.model import State
 from ..record import Record
 from .host import Host, Reader
 from .idle import idle_prompt, idle_view, left_message
 from .records import AuditRecord, Instance, Session, SessionWrite, iso
-from .reply import EventItem, EventsList, Header, Reply
-from .rules import state_events
+from .reply import Header, Reply
+from .rules import gone_events, gone_note, not_configured, state_events, unconfigured_events
 from .steps import entry_prompts
 
 __all__ = ["Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
@@ -44,25 +43,6 @@ def _header(session: Session, inst: Instance, kind: str) -> Header:
     )
 
 
-def _gone_note(inst: Instance, states: list[str]) -> str:
-    return (
-        f"Saved state {inst.state} no longer exists in {inst.machine}. Fire pause, then "
-        f"enter with a state: {', '.join(states)}"
-    )
-
-
-def _unconfigured_reply(session: Session, inst: Instance) -> Reply:
-    events = EventsList(
-        session.key, (EventItem("pause", f"Put instance {inst.label} aside and return to idle."),)
-    )
-    return Reply(
-        _header(session, inst, "instance"),
-        error=f"state machine {inst.machine} is not configured (its file might have "
-        "errors); fix the config, then resume",
-        events=events,
-    )
-
-
 def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
     """engine.md §4.4: where the session is, with its instructions and events. Writes nothing."""
     if session.holding is None:
@@ -73,14 +53,17 @@ def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
     assert inst is not None
     machine = loaded.machines.get(inst.machine)
     if machine is None:
-        return _unconfigured_reply(session, inst)
+        return Reply(
+            _header(session, inst, "instance"),
+            error=not_configured(inst.machine),
+            events=unconfigured_events(session.key, inst),
+        )
     state = machine.states.get(inst.state)
     if state is None:
-        fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
         return Reply(
             _header(session, inst, machine.kind),
-            notes=(_gone_note(inst, list(machine.states)),),
-            events=state_events(machine, fake, inst, session.key, only=("pause", "unmatched")),
+            notes=(gone_note(machine, inst),),
+            events=gone_events(machine, inst, session.key),
         )
     prompts, failures = entry_prompts(machine, state, host)
     return Reply(
@@ -131,12 +114,10 @@ def stop(
         return _ALLOW
     state = machine.states.get(inst.state)
     if state is None:
-        fake = State(inst.state, False, False, False, (), (), {}, (), {}, None)
-        events = state_events(machine, fake, inst, session.key, only=("pause", "unmatched"))
         reply = Reply(
             _header(session, inst, machine.kind),
-            notes=(_gone_note(inst, list(machine.states)),),
-            events=events,
+            notes=(gone_note(machine, inst),),
+            events=gone_events(machine, inst, session.key),
         )
     else:
         reply = Reply(
