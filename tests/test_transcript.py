@@ -6,6 +6,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, smllm
 
 GOLDEN = ROOT / "golden" / "transcript.txt"
@@ -37,7 +38,15 @@ def test_golden_copy_matches_shared() -> None:
         assert GOLDEN.read_text() == SHARED.read_text()
 
 
-def test_transcript(project: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize("form", ["yaml", "compiled"])
+def test_transcript(project: Path, env: dict[str, str], form: str) -> None:
+    if form == "compiled":
+        # the loader takes the normal form back, and the agent sees the very same text
+        made = smllm(["compile", ".smllm/dev.smllm.yaml", "-o", ".smllm/dev.json"], project, env)
+        assert (made.code, made.out, made.err) == (0, "", "")
+        config = project / ".smllm" / "config.toml"
+        config.write_text(config.read_text().replace("dev.smllm.yaml", "dev.json"))
+        (project / ".smllm" / "dev.smllm.yaml").unlink()
     new = smllm(["session", "new", "--json"], project, env)
     assert new.code == 0, new.err
     import json

@@ -74,6 +74,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "validate"),
     "graph": ("graph", "graph"),
     "completions": ("completions", "completions"),
+    "compile": ("compile", "compile_machine"),
 }
 
 

@@ -99,7 +99,12 @@ def build() -> _Parser:
         help="a config (.toml) or a machine file; default: the configs found",
     )
     p.add_argument("--info", action="store_true", help="list info findings too")
+    p.add_argument("--warnings", action="store_true", help="fail (exit 1) on warnings too")
     p.add_argument("--json", action="store_true")
+
+    p = cmd("compile", "print a machine file's normal form: compact JSON, prompt files inlined")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
 
     p = cmd("graph", "the states and transitions of the configured machines")
     p.add_argument("id", nargs="?", help="one machine")

@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from argparse import Namespace
 
-__all__ = ["counts_line", "validate"]
+__all__ = ["counts_line", "finding_lines", "validate"]
 
 _NO_CONFIG = "no config found; run smllm init, or pass --config"
 
@@ -23,6 +23,18 @@ def counts_line(errors: int, warnings: int, infos: int) -> str:
     e = "error" if errors == 1 else "errors"
     w = "warning" if warnings == 1 else "warnings"
     return f"{errors} {e}, {warnings} {w}, {infos} info"
+
+
+def finding_lines(findings: list[Finding], info: bool) -> list[str]:
+    """Each finding's line and its hint line; info findings only when asked for."""
+    out = []
+    for f in findings:
+        if f.level == "info" and not info:
+            continue
+        out.append(f.text())
+        if f.hint:
+            out.append(f"  hint: {f.hint}")
+    return out
 
 
 def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
@@ -86,13 +98,7 @@ def validate(args: Namespace) -> int:
             }
         )
     else:
-        out = []
-        for f in shown:
-            if f.level == "info" and not args.info:
-                continue
-            out.append(f.text())
-            if f.hint:
-                out.append(f"  hint: {f.hint}")
+        out = finding_lines(shown, args.info)
         out.append(counts_line(count["error"], count["warning"], count["info"]))
         sys.stdout.write("\n".join(out) + "\n")
     return 1 if count["error"] else 0

@@ -38,6 +38,7 @@ class LoadResult(Record):
     findings: list[Finding]
     top_id: str | None  # the file's top-level `id:`, even when it has errors (CFG-8)
     reads: tuple[str, ...] = ()  # prompt files and folders the checks read or looked for
+    data: dict[str, Any] | None = None  # the file's data, for `compile`
 
 
 def normalise_prompt(text: str) -> str:
@@ -73,7 +74,11 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
     machine = builder.build()
     top = doc.data.get("id")
     return LoadResult(
-        machine, builder.findings, top if isinstance(top, str) else None, tuple(builder.reads)
+        machine,
+        builder.findings,
+        top if isinstance(top, str) else None,
+        tuple(builder.reads),
+        doc.data,
     )
 
 

@@ -31,7 +31,7 @@ __all__ = [
 BUILTIN_EVENTS = ("enter", "resume", "listPaused", "yield", "pause", "unmatched")
 
 #: machine-format.md §2.8: a command's default timeout.
-DEFAULT_TIMEOUT_SECS = 60.0
+DEFAULT_TIMEOUT_SECS = 60
 
 
 class Command(Record):

@@ -1,0 +1,63 @@
+"""`smllm compile FILE [-o OUT]`: the machine's normal form (machine-format.md §5).
+
+The same checks as `validate` on the one file; findings go to stderr, and any error means
+nothing is written. The output is replaced atomically, so a reader never sees half of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from ..machine.config import shown_path
+from .main import Exit
+from .validate import finding_lines
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+__all__ = ["compile_machine"]
+
+
+def compile_machine(args: Namespace) -> int:
+    from ..machine.load import load_machine_file
+    from ..machine.normal import NormalFormError, dump_normal, normal_form
+
+    path = os.path.abspath(args.file)
+    if not os.path.isfile(path):
+        raise Exit(2, f"no file {args.file}")
+    result = load_machine_file(path, shown_path(path))
+    findings = sorted(result.findings, key=lambda f: (f.line or 0, f.col or 0, f.rule, f.message))
+    lines = finding_lines(findings, info=False)
+    if lines:
+        sys.stderr.write("\n".join(lines) + "\n")
+    if result.machine is None or result.data is None:
+        return 1
+    out = os.path.abspath(args.output) if args.output else None
+    try:
+        form = normal_form(result.data, path, os.path.dirname(out) if out else os.getcwd())
+        data = dump_normal(form)
+    except NormalFormError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    if out is None:
+        sys.stdout.buffer.write(data)
+        return 0
+    _write_atomically(out, data)
+    return 0
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise Exit(1, f"can't write {path}: {exc.strerror}") from None
