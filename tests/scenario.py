@@ -56,7 +56,8 @@ class Scenario:
             files.append(src.name)
         listed = ", ".join(f'"{f}"' for f in files)
         (self.smllm_dir / "config.toml").write_text(
-            f"[machines]\nfiles = [{listed}]\n{config_extra}")
+            f"[machines]\nfiles = [{listed}]\n{config_extra}"
+        )
         self.host = StepHost()
         self.app = App(cwd=str(folder), host=self.host)
         self.log: list[str] = []
@@ -68,14 +69,21 @@ class Scenario:
         self.log.append(f"$ session new → {key}")
         return key
 
-    def fire(self, key: str | None, event: str, *params: tuple[str, Any],
-             host: bool = False, **named: Any) -> Result:
+    def fire(
+        self,
+        key: str | None,
+        event: str,
+        *params: tuple[str, Any],
+        host: bool = False,
+        **named: Any,
+    ) -> Result:
         given = tuple(params) + tuple(named.items())
         shown = " ".join(f"{n}={json.dumps(v, ensure_ascii=False)}" for n, v in given)
         who = " --host" if host else ""
         self.log.append(f"$ fire{who} {key or '(no key)'} {event} {shown}".rstrip())
-        result = self.app.fire(key, event, given, "host" if host else "agent",
-                               "host" if host else "none")
+        result = self.app.fire(
+            key, event, given, "host" if host else "agent", "host" if host else "none"
+        )
         self.log.append(result.text())
         self.log.append("[ok]" if result.ok else "[refused]")
         return result
@@ -125,22 +133,27 @@ class Scenario:
     def rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every row of every store, to compare before and after a call."""
         out: dict[str, list[tuple[Any, ...]]] = {}
-        for db in [self.smllm_dir / "state" / "smllm.db",
-                   Path(os.environ["XDG_STATE_HOME"]) / "smllm" / "user.db"]:
+        for db in [
+            self.smllm_dir / "state" / "smllm.db",
+            Path(os.environ["XDG_STATE_HOME"]) / "smllm" / "user.db",
+        ]:
             if not db.exists():
                 continue
             conn = sqlite3.connect(db)
-            for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table' "
-                                         "AND name NOT LIKE 'sqlite_%'"):
+            for (table,) in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+            ):
                 out[f"{db.name}:{table}"] = conn.execute(f"SELECT * FROM {table}").fetchall()
             conn.close()
         return out
 
     def instance(self, label: str, machine: str | None = None) -> dict[str, Any]:
         conn = sqlite3.connect(self.smllm_dir / "state" / "smllm.db")
-        rows = conn.execute("SELECT data FROM instances WHERE (ref = ? OR id = ?)"
-                            + (" AND machine = ?" if machine else ""),
-                            (label, label, machine) if machine else (label, label)).fetchall()
+        rows = conn.execute(
+            "SELECT data FROM instances WHERE (ref = ? OR id = ?)"
+            + (" AND machine = ?" if machine else ""),
+            (label, label, machine) if machine else (label, label),
+        ).fetchall()
         conn.close()
         assert len(rows) == 1, rows
         data: dict[str, Any] = json.loads(rows[0][0])

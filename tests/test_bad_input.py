@@ -52,15 +52,18 @@ def test_broken_toml(project: Path, env: dict[str, str]) -> None:
     assert ran.err.startswith(".smllm/config.toml:3:1: error: not valid TOML: ")
     assert ran.err.rstrip().endswith("(CFG-1)")
     (project / ".smllm" / "config.toml").write_text(
-        '[machines]\nfiles = ["dev.smllm.yaml"]\nfile = 3\n[extra]\n')
+        '[machines]\nfiles = ["dev.smllm.yaml"]\nfile = 3\n[extra]\n'
+    )
     ran = smllm(["session", "new"], project, env)
     assert "unknown key machines.file (allowed: files) (CFG-2)" in ran.err
     assert "unknown key extra (allowed: machines, idle, state, harness) (CFG-2)" in ran.err
 
 
 def test_params_that_are_not_an_object(project: Path, env: dict[str, str]) -> None:
-    for text, message in (("[1]", "error: params must be an object"),
-                          ("{", "error: params must be a JSON object: Expecting property name")):
+    for text, message in (
+        ("[1]", "error: params must be an object"),
+        ("{", "error: params must be a JSON object: Expecting property name"),
+    ):
         ran = smllm(["fire", "enter", "--params", text], project, env)
         _ok(ran)
         assert ran.code == 1 and ran.out == ""
@@ -76,15 +79,26 @@ def test_megabyte_params_are_refused(project: Path, env: dict[str, str]) -> None
     ran = smllm(["fire", "--session", key, "enter", "--params", "-"], project, env, params)
     _ok(ran)
     assert ran.code == 1
-    assert ("error: enter params are too large (1000042 bytes of JSON; at most 65536)"
-            in ran.out)
+    assert "error: enter params are too large (1000042 bytes of JSON; at most 65536)" in ran.out
     assert not (project / ".smllm" / "state").exists()  # nothing was written
 
 
 def test_ref_with_a_newline(project: Path, env: dict[str, str]) -> None:
     key = _session(project, env)
-    ran = smllm(["fire", "--session", key, "enter", "--param", "stateMachine=dev",
-                 "--param", "issueId=GH-1\n"], project, env)
+    ran = smllm(
+        [
+            "fire",
+            "--session",
+            key,
+            "enter",
+            "--param",
+            "stateMachine=dev",
+            "--param",
+            "issueId=GH-1\n",
+        ],
+        project,
+        env,
+    )
     _ok(ran)
     assert ran.code == 1
     assert 'error: enter param issueId must match ^GH-[0-9]+$ (got "GH-1\\n")' in ran.out
@@ -102,8 +116,9 @@ def test_ref_with_a_newline(project: Path, env: dict[str, str]) -> None:
         (["new", "bad id"], 2, "error: machine name bad id must match"),
     ],
 )
-def test_usage_and_call_errors(project: Path, env: dict[str, str], args: list[str], code: int,
-                               message: str) -> None:
+def test_usage_and_call_errors(
+    project: Path, env: dict[str, str], args: list[str], code: int, message: str
+) -> None:
     ran = smllm(args, project, env)
     _ok(ran)
     assert ran.code == code

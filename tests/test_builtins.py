@@ -204,8 +204,21 @@ def test_stops(tmp_path: Path, env: dict[str, str]) -> None:
     assert sc.stop(key) == "block"  # once, with the idle list and the message
     assert sc.stop(key) == "allow"
     kinds = [a.kind for a in sc.app.user.audit(key)]
-    assert kinds == ["bind", "event", "block", "runaway", "runaway", "prompt", "block", "block",
-                     "runaway", "event", "prompt", "block", "moved"]
+    assert kinds == [
+        "bind",
+        "event",
+        "block",
+        "runaway",
+        "runaway",
+        "prompt",
+        "block",
+        "block",
+        "runaway",
+        "event",
+        "prompt",
+        "block",
+        "moved",
+    ]
     sc.check_snapshot("stops")
 
 

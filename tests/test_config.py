@@ -30,13 +30,16 @@ def test_user_and_project_configs_combine(tmp_path: Path, env: dict[str, str]) -
     user = Path(env["XDG_CONFIG_HOME"]) / "smllm"
     _write(user, "mine.smllm.yaml", "mine", "The user's own machine.")
     _write(user, "shared.smllm.yaml", "shared", "The user's copy.")
-    (user / "config.toml").write_text('[machines]\nfiles = ["mine.smllm.yaml", '
-                                      '"shared.smllm.yaml"]\n[idle]\non-enter = { text = '
-                                      '"User idle text." }\n')
+    (user / "config.toml").write_text(
+        '[machines]\nfiles = ["mine.smllm.yaml", '
+        '"shared.smllm.yaml"]\n[idle]\non-enter = { text = '
+        '"User idle text." }\n'
+    )
     project = tmp_path / "p"
     _write(project / ".smllm", "shared.smllm.yaml", "shared", "The project's copy.")
     (project / ".smllm" / "config.toml").write_text(
-        '[machines]\nfiles = ["shared.smllm.yaml"]\n[idle]\non-enter = { file = "idle.md" }\n')
+        '[machines]\nfiles = ["shared.smllm.yaml"]\n[idle]\non-enter = { file = "idle.md" }\n'
+    )
     (project / "sub").mkdir()
     ran = smllm(["session", "new"], project / "sub", env)
     # the project's shared replaces the user's at the project's position; its idle text wins
@@ -68,7 +71,8 @@ def test_state_dir_and_gitignore(tmp_path: Path, env: dict[str, str]) -> None:
     project = tmp_path / "p"
     _write(project / ".smllm", "a.smllm.yaml", "a", "A.")
     (project / ".smllm" / "config.toml").write_text(
-        '[machines]\nfiles = ["a.smllm.yaml"]\n[state]\ndir = "../.work/smllm"\n')
+        '[machines]\nfiles = ["a.smllm.yaml"]\n[state]\ndir = "../.work/smllm"\n'
+    )
     ran = smllm(["fire", "enter", "--param", "stateMachine=a"], project, env)
     assert ran.code == 0, ran.err
     state = project / ".work" / "smllm"
@@ -77,8 +81,9 @@ def test_state_dir_and_gitignore(tmp_path: Path, env: dict[str, str]) -> None:
     assert not (project / ".smllm" / "state").exists()
 
 
-def test_sessions_reload_their_own_configs(project: Path, env: dict[str, str],
-                                          tmp_path: Path) -> None:
+def test_sessions_reload_their_own_configs(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -138,16 +143,27 @@ def test_action_order_and_environment(tmp_path: Path, env: dict[str, str]) -> No
     assert result.ok
     assert not (sc.folder / "pwned").exists()  # params reach commands only as variables
     assert (sc.folder / "log").read_text().split() == [
-        "shared-before-exit-S", "shared-after-exit-S", "go-actions",
-        "shared-before-entry-T", "T-entry", "list-form", env["HOME"], "shared-after-entry-T",
+        "shared-before-exit-S",
+        "shared-after-exit-S",
+        "go-actions",
+        "shared-before-entry-T",
+        "T-entry",
+        "list-form",
+        env["HOME"],
+        "shared-after-entry-T",
     ]
     assert "Action failed: S exit[0] command: exited 3" in result.text()
     assert "<instructions>\nLeft S.\n</instructions>" in result.text()
     guard_env = (sc.folder / "guard-env").read_text().splitlines()
     assert guard_env == [
-        "SMLLM_EVENT=go", "SMLLM_INSTANCE=i-000001", "SMLLM_MACHINE=order",
-        "SMLLM_PARAM_N=7", "SMLLM_PARAM_PR_URL=$(touch pwned)", "SMLLM_REF=",
-        f"SMLLM_SESSION={key}", "SMLLM_STATE=S",
+        "SMLLM_EVENT=go",
+        "SMLLM_INSTANCE=i-000001",
+        "SMLLM_MACHINE=order",
+        "SMLLM_PARAM_N=7",
+        "SMLLM_PARAM_PR_URL=$(touch pwned)",
+        "SMLLM_REF=",
+        f"SMLLM_SESSION={key}",
+        "SMLLM_STATE=S",
     ]
     action_env = (sc.folder / "action-env").read_text().splitlines()
     assert "SMLLM_FROM=S" in action_env and "SMLLM_TO=T" in action_env

@@ -23,8 +23,11 @@ ALLOWED = {
 
 
 def _modules() -> list[str]:
-    return [m.name for m in pkgutil.walk_packages([str(SRC)], "smllm.")
-            if not m.name.endswith("__main__")]
+    return [
+        m.name
+        for m in pkgutil.walk_packages([str(SRC)], "smllm.")
+        if not m.name.endswith("__main__")
+    ]
 
 
 def test_every_all_names_a_defined_name() -> None:

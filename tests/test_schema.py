@@ -21,8 +21,9 @@ def _schema(tmp_path: Path, env: dict[str, str]) -> dict[str, Any]:
     return schema
 
 
-def test_the_schema_is_draft_2020_12_and_accepts_every_fixture(tmp_path: Path,
-                                                               env: dict[str, str]) -> None:
+def test_the_schema_is_draft_2020_12_and_accepts_every_fixture(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
     schema = _schema(tmp_path, env)
     Draft202012Validator.check_schema(schema)
     validator = Draft202012Validator(schema)

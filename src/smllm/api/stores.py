@@ -59,7 +59,7 @@ class Stores:
         return self._by_spec[spec]
 
     def instance_stores(self) -> list[InstanceStore]:
-        for spec in self.loaded.config_stores:
+        for spec in self.loaded.config_stores.values():
             if spec not in self._by_spec:
                 self._by_spec[spec] = open_store(spec)
         return list(self._by_spec.values())

@@ -4,6 +4,7 @@ transitions of the configured machines, read from the compiled machines."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from ..machine.model import Guard, Machine, Transition
@@ -62,23 +63,28 @@ def _text(m: Machine) -> list[str]:
     return lines
 
 
+_MERMAID_DIRECTION = re.compile(r"(direction)\s+(LR|RL|TB|BT)\b", re.IGNORECASE)
+
+
 def _mermaid_label(text: str) -> str:
-    return "".join(c for c in text if c not in '"`:;#')
+    """Label text Mermaid reads as text: no line ends (a CR is one too), no characters its
+    grammar gives a meaning, and no `direction LR` or `%%` that its lexer would act on."""
+    text = "".join(" " if c < " " or c == "\x7f" else c for c in text if c not in '"`:;#')
+    return _MERMAID_DIRECTION.sub(r"\1_\2", text).replace("%%", "%")
 
 
 def _mermaid(m: Machine) -> list[str]:
-    lines = [
-        "---",
-        f"title: {_mermaid_label(m.id)}",
-        "---",
-        "stateDiagram-v2",
-        f"    [*] --> {m.initial}",
-    ]
+    # every state gets an id s0, s1, … and its name as a label: names such as `note`, `a-b`
+    # or `root_start` are keywords, bad ids or Mermaid's own ids for [*]
+    ids = {name: f"s{i}" for i, name in enumerate(m.states)}
+    lines = ["---", f"title: {json.dumps(m.id)}", "---", "stateDiagram-v2"]
+    lines += [f'    state "{name}" as {ids[name]}' for name in m.states]
+    lines.append(f"    [*] --> {ids[m.initial]}")
     for source, event, t in edges(m):
         guard = _guard(t.guard)
         label = _mermaid_label(event + (f" [{guard}]" if guard else ""))
-        lines.append(f"    {source} --> {t.target or source} : {label}")
-    lines += [f"    {name} --> [*]" for name, s in m.states.items() if s.final]
+        lines.append(f"    {ids[source]} --> {ids[t.target or source]} : {label}")
+    lines += [f"    {ids[name]} --> [*]" for name, s in m.states.items() if s.final]
     return lines
 
 

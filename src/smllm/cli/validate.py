@@ -1,4 +1,7 @@
-"""`smllm validate [PATH…] [--info] [--json]` (validation.md §3)."""
+"""`smllm validate [PATH…] [--info] [--warnings] [--json]` (validation.md §3).
+
+`--warnings` makes warnings fail the run too (exit 1), for CI jobs that keep machines clean.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +40,40 @@ def finding_lines(findings: list[Finding], info: bool) -> list[str]:
     return out
 
 
+def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
+    """validate only: each config's `[idle] on-enter` file must be readable (CFG-9), and its
+    text must not close smllm's block (AGT-1). At run time a missing file is `Prompt failed`."""
+    from ..machine.config import place_in_config, read_config
+    from ..machine.deep import closing_tag
+
+    out: list[Finding] = []
+    for path in configs:
+        if not os.path.isfile(path):
+            continue
+        cfg = read_config(path, "")
+        idle = cfg.idle
+        if idle is None or not cfg.ok:
+            continue
+        key = ("idle", "on-enter", "text" if idle.file is None else "file")
+        found: list[tuple[str, str]] = []  # (rule, message)
+        text = idle.text
+        if idle.file is not None:
+            try:
+                with open(idle.file, "rb") as f:
+                    text = f.read().decode("utf-8")
+            except FileNotFoundError:
+                found.append(("CFG-9", f"no prompt file {idle.shown}"))
+            except (OSError, UnicodeDecodeError) as exc:
+                reason = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror
+                found.append(("CFG-9", f"prompt file {idle.shown}: {reason}"))
+        tag = closing_tag(text or "")
+        if tag is not None:
+            message = f"prompt text contains {tag}, which would close smllm's block"
+            found.append(("AGT-1", message))
+        out += place_in_config(path, [Finding.make(r, path, m, path=key) for r, m in found])
+    return out
+
+
 def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
     """(files in load order, their findings) of the PATHs, or of the configs found."""
     from ..machine.cache import load_cached
@@ -60,6 +97,10 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
         loaded = load_cached(tuple(configs))
         files += [f for f in loaded.files if os.path.isfile(f)]
         findings += loaded.findings
+        findings += _idle_findings(loaded.configs)
+        from ..api.saved import check_saved
+
+        findings += check_saved(loaded)
     from ..machine.load import load_machine_file
 
     for path in machines:
@@ -68,13 +109,24 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
     return files, findings
 
 
+def _shown(finding: Finding, files: list[str]) -> Finding:
+    """The finding with its file, and the files its message and hint name, as shown: the
+    compiled cache keeps absolute paths, whatever folder validate runs from."""
+    message, hint = finding.message, finding.hint
+    for path in files:
+        if path in message or (hint and path in hint):
+            message = message.replace(path, shown_path(path))
+            hint = hint.replace(path, shown_path(path)) if hint else hint
+    return finding._replace(file=shown_path(finding.file), message=message, hint=hint)
+
+
 def validate(args: Namespace) -> int:
     files, findings = _collect(args)
     order = {f: i for i, f in enumerate(files)}
     findings.sort(
         key=lambda f: (order.get(f.file, len(order)), f.line or 0, f.col or 0, f.rule, f.message)
     )
-    shown = [f._replace(file=shown_path(f.file)) for f in findings]
+    shown = [_shown(f, files) for f in findings]
     count = {level: sum(f.level == level for f in shown) for level in ("error", "warning", "info")}
     if args.json:
         emit_json(
@@ -101,4 +153,5 @@ def validate(args: Namespace) -> int:
         out = finding_lines(shown, args.info)
         out.append(counts_line(count["error"], count["warning"], count["info"]))
         sys.stdout.write("\n".join(out) + "\n")
-    return 1 if count["error"] else 0
+    failed = count["error"] or (args.warnings and count["warning"])
+    return 1 if failed else 0

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records change shape, so old caches are ignored
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 

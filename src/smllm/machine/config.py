@@ -67,7 +67,7 @@ class Loaded(Record):
     configs: tuple[str, ...]
     machines: dict[str, Machine]  # config order
     stores: dict[str, StoreSpec]  # machine id → its config's store
-    config_stores: tuple[StoreSpec, ...]  # every config's store, machines or not
+    config_stores: dict[str, StoreSpec]  # each config read → its store, machines or not
     idle: IdlePrompt | None
     findings: tuple[Finding, ...]
     files: tuple[str, ...]  # every file read or looked for (cache key)
@@ -141,7 +141,17 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     findings: list[Finding] = []
     try:
         with open(path, "rb") as f:
-            data = tomllib.load(f)
+            text = f.read().decode("utf-8")
+        data = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        return ConfigFile(
+            path,
+            (),
+            None,
+            default_store,
+            {},
+            (_bad("CFG-1", shown, f"not valid TOML: not UTF-8 (byte {exc.start})"),),
+        )
     except OSError as exc:
         return ConfigFile(
             path,
@@ -157,8 +167,6 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         reason = _TOML_POS.sub("", msg).strip()
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
         if msg.endswith("(at end of document)"):
-            with open(path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
             line, col = text.count("\n") + 1, len(text.rsplit("\n", 1)[-1]) + 1
             reason = reason.replace("(at end of document)", "").strip()
         return ConfigFile(
@@ -336,7 +344,7 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                     )
                 )
                 continue
-            for part in parts:
+            for index, part in enumerate(parts):
                 if part not in HARNESS_PARTS[name]:
                     findings.append(
                         _bad(
@@ -345,11 +353,37 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                             f"{name} has no part {part} (parts: "
                             + ", ".join(HARNESS_PARTS[name])
                             + ")",
-                            ("harness", name, "without"),
+                            ("harness", name, "without", index),
                         )
                     )
             without[name] = tuple(str(p) for p in parts)
-    return ConfigFile(path, tuple(files), idle, store, without, tuple(findings))
+    return ConfigFile(path, tuple(files), idle, store, without, _placed(findings, text))
+
+
+def place_in_config(path: str, findings: list[Finding]) -> tuple[Finding, ...]:
+    """`findings` about the config at `path`, placed at their nodes' lines and columns."""
+    try:
+        with open(path, "rb") as f:
+            return _placed(findings, f.read().decode("utf-8", "replace"))
+    except OSError:
+        return tuple(findings)
+
+
+def _placed(findings: list[Finding], text: str) -> tuple[Finding, ...]:
+    """The findings, each at the line and column of its key or value in the TOML source."""
+    from .tomlpos import toml_position
+
+    out = []
+    for f in findings:
+        if f.line is None and f.path:
+            steps = re.findall(r"\[(\d+)\]|([^.\[\]]+)", f.path)
+            path = tuple(int(i) if i else k for i, k in steps)
+            at_key = f.message.startswith(("unknown key", "no harness"))
+            pos = toml_position(text, path, at_key)
+            if pos is not None:
+                f = f._replace(line=pos[0], col=pos[1])
+        out.append(f)
+    return tuple(out)
 
 
 def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
@@ -359,6 +393,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     machines: dict[str, Machine] = {}
     stores: dict[str, StoreSpec] = {}
     owner: dict[str, str] = {}  # machine id → the file that defined it
+    owner_at: dict[str, tuple[int | None, int | None]] = {}  # … and where its id is
     findings: list[Finding] = []
     looked: list[str] = []
     idle: IdlePrompt | None = None
@@ -369,7 +404,9 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
         findings.extend(cfg.findings)
         is_project = cfg is project
         if not cfg.ok:
-            if is_project:
+            # a config with an error adds no machines; a project config that isn't valid
+            # TOML or has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)
+            if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):
                 findings.append(
                     _bad(
                         "CFG-7",
@@ -402,6 +439,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                         )
                     )
                     del machines[result.top_id]
+                    stores.pop(result.top_id, None)
                 continue
             mid = result.machine.id
             if mid in this_config:
@@ -411,6 +449,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                         shown,
                         f"machine {mid} is also defined in {shown_path(this_config[mid], cwd)}",
                         ("id",),
+                        *(result.id_at or (None, None)),
                     )
                 )
                 continue
@@ -423,12 +462,14 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                             shown,
                             f"replaces the user's machine {mid} ({shown_path(owner[mid], cwd)})",
                             ("id",),
+                            *(result.id_at or (None, None)),
                         )
                     )
                 del machines[mid]
             machines[mid] = result.machine
             stores[mid] = cfg.store
             owner[mid] = full
+            owner_at[mid] = result.id_at or (None, None)
     lowered: dict[str, str] = {}
     for mid in list(machines):
         low = mid.lower()
@@ -439,10 +480,11 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                     shown_path(owner[mid], cwd),
                     f"machine ids {lowered[low]} and {mid} differ only in case",
                     ("id",),
+                    *owner_at[mid],
                 )
             )
         lowered[low] = mid
-    config_stores = tuple(dict.fromkeys(cfg.store for cfg in read))
+    config_stores = {cfg.path: cfg.store for cfg in read}
     looked.extend(p for p in configs if not os.path.isfile(p))  # missing, for the cache key
     return Loaded(
         tuple(configs), machines, stores, config_stores, idle, tuple(findings), tuple(looked)

@@ -3,7 +3,7 @@ EVT-12, AGT-3, AGT-4). They run on every load; only `smllm validate` prints them
 
 from __future__ import annotations
 
-from .model import BUILTIN_EVENTS, Machine
+from .model import BUILTIN_EVENTS, Machine, State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     Add = Callable[..., None]
 
-__all__ = ["lint"]
+__all__ = ["always_loops", "lint"]
 
 
 def _candidates(data: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Any]]:
@@ -114,3 +114,31 @@ def _reachability(machine: Machine, add: Add) -> None:
     for name in machine.states:
         if name not in seen:
             add("MCH-13", ("states", name), f"{name} can't be reached", at_key=True)
+
+
+def always_loops(states: dict[str, State]) -> list[tuple[str, list[str]]]:
+    """MCH-4: each loop of `always` edges once, as (its first state in file order, the loop).
+    An always transition to its own state is MCH-5's, not a loop."""
+    edges = {
+        n: [t.target for t in s.always if t.target in states and t.target != n]
+        for n, s in states.items()
+    }
+    found: list[tuple[str, list[str]]] = []
+    reported: set[str] = set()
+    for start in states:
+        if start in reported:
+            continue
+        stack: list[tuple[str, list[str]]] = [(start, [start])]
+        while stack:
+            node, trail = stack.pop()
+            for nxt in edges.get(node, []):
+                if nxt is None:
+                    continue
+                if nxt == start:
+                    found.append((start, [*trail, start]))
+                    reported.update(trail)
+                    stack.clear()
+                    break
+                if nxt not in trail:
+                    stack.append((nxt, [*trail, nxt]))
+    return found

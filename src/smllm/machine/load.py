@@ -39,6 +39,7 @@ class LoadResult(Record):
     top_id: str | None  # the file's top-level `id:`, even when it has errors (CFG-8)
     reads: tuple[str, ...] = ()  # prompt files and folders the checks read or looked for
     data: dict[str, Any] | None = None  # the file's data, for `compile`
+    id_at: tuple[int, int] | None = None  # line and column of the `id` value (CFG-4/5/6)
 
 
 def normalise_prompt(text: str) -> str:
@@ -73,13 +74,10 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
     builder = _Builder(doc, path, shown)
     machine = builder.build()
     top = doc.data.get("id")
-    return LoadResult(
-        machine,
-        builder.findings,
-        top if isinstance(top, str) else None,
-        tuple(builder.reads),
-        doc.data,
-    )
+    top_id = top if isinstance(top, str) else None
+    at = doc.value_pos.get(("id",))
+    id_at = (at.line, at.col) if at is not None else None
+    return LoadResult(machine, builder.findings, top_id, tuple(builder.reads), doc.data, id_at)
 
 
 _TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""", re.M)
@@ -196,7 +194,12 @@ class _Builder:
                 ("states", fallbacks[0], "meta", "fallback"),
                 "the fallback state can't be final",
             )
-        self.check_always_loops(states)
+        from .lint import always_loops
+
+        for start, loop in always_loops(states):
+            self.add(
+                "MCH-4", ("states", start, "always"), "always transitions loop: " + " → ".join(loop)
+            )
         if self.errors():
             return None
         machine = Machine(
@@ -246,7 +249,9 @@ class _Builder:
             if edata.get("params") is not None and name not in BUILTIN_EVENTS:
                 specs, defs, problems = read_params(edata["params"])
                 for sub, rule, message in problems:
-                    self.add(rule, (*path, "params", *sub), message)
+                    # an unknown keyword is found at its key, like every unknown key
+                    unknown = message.endswith(" keyword") or message.startswith("params can't")
+                    self.add(rule, (*path, "params", *sub), message, at_key=unknown)
                 seen: dict[str, str] = {}
                 for spec in specs:
                     env = env_name(spec.name)
@@ -275,7 +280,6 @@ class _Builder:
                         "MCH-12",
                         (*path, "states", i),
                         f"no state named {state}",
-                        hint="name one of: " + ", ".join(self.state_names),
                     )
             if entry.get("entry") is None and entry.get("exit") is None:
                 self.add("MCH-12", path, "a sharedActions entry needs entry or exit")
@@ -422,11 +426,13 @@ class _Builder:
             )
         if out and out[-1].guard is not None:
             last = self.candidate_path(path, data, len(items) - 1)
+            example = f"{{ target: {source}, reenter: true }}"
             self.add(
                 "MCH-3",
                 (*last, "guard"),
                 f"the last candidate of {event} has a guard",
-                hint=f"add an unguarded last candidate, e.g. {{ target: {source}, reenter: true }}",
+                hint="add an unguarded last candidate, e.g. "
+                + ("one that leads to another state" if event == "always" else example),
             )
         return tuple(out)
 
@@ -498,7 +504,6 @@ class _Builder:
                     "MCH-9",
                     (*ppath, "state") if state is not None else ppath,
                     f"visits needs state: an existing state (got {state})",
-                    hint="name one of: " + ", ".join(self.state_names),
                 )
             if isinstance(at_least, bool) or not isinstance(at_least, int) or at_least < 1:
                 self.add(
@@ -574,28 +579,3 @@ class _Builder:
         )
         self.prompts.append(((*path, "file"), action))
         return action
-
-    def check_always_loops(self, states: dict[str, State]) -> None:
-        edges = {n: [t.target for t in s.always if t.target in states] for n, s in states.items()}
-        reported: set[str] = set()
-        for start in states:
-            if start in reported:
-                continue
-            stack: list[tuple[str, list[str]]] = [(start, [start])]
-            while stack:
-                node, trail = stack.pop()
-                for nxt in edges.get(node, []):
-                    if nxt is None:
-                        continue
-                    if nxt == start:
-                        loop = [*trail, start]
-                        reported.update(loop)
-                        self.add(
-                            "MCH-4",
-                            ("states", start, "always"),
-                            "always transitions loop: " + " → ".join(loop),
-                        )
-                        stack.clear()
-                        break
-                    if nxt not in trail:
-                        stack.append((nxt, [*trail, nxt]))

@@ -18,6 +18,7 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+from ..record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -28,11 +29,13 @@ else:
 __all__ = [
     "InstanceStore",
     "RefTaken",
+    "SavedRow",
     "SessionStore",
     "StoreBusy",
     "StoreConflict",
     "StoreError",
     "StoreTooNew",
+    "read_instance",
 ]
 
 
@@ -68,6 +71,63 @@ class RefTaken(Exception):
         self.ref = ref
 
 
+class SavedRow(Record):
+    """One instance row as `validate` reads it: the instance, or why it can't be read."""
+
+    id: str
+    machine: str
+    instance: Instance | None
+    problem: str | None
+
+
+#: Instance JSON keys → the types a value may have (None: null allowed)
+_FIELDS: dict[str, tuple[type | None, ...]] = {
+    "id": (str,),
+    "machine": (str,),
+    "ref": (str, None),
+    "state": (str,),
+    "status": (str,),
+    "holder": (str, None),
+    "holderSeen": (str, None),
+    "version": (int,),
+    "visits": (dict,),
+    "resumeState": (str, None),
+    "created": (str,),
+    "updated": (str,),
+}
+_STATUSES = ("active", "interrupted", "paused", "completed")
+
+
+def read_instance(text: str) -> Instance:
+    """An instance record checked field by field; ValueError names the first problem."""
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    for key, types in _FIELDS.items():
+        if key not in data:
+            raise ValueError(f"missing {key}")
+        value = data[key]
+        ok = (value is None and None in types) or any(
+            t is not None and isinstance(value, t) and not isinstance(value, bool) for t in types
+        )
+        if not ok:
+            raise ValueError(f"{key} has the wrong type")
+    extra = [k for k in data if k not in _FIELDS]
+    if extra:
+        raise ValueError(f"unknown field {extra[0]} (written by a newer smllm?)")
+    if data["status"] not in _STATUSES:
+        raise ValueError(f"unknown status {data['status']} (written by a newer smllm?)")
+    visits = data["visits"]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in visits.values()):
+        raise ValueError("visits must count with integers")
+    return Instance.from_json(data)
+
+
 class InstanceStore(Protocol):
     name: str
 
@@ -88,6 +148,9 @@ class InstanceStore(Protocol):
 
     def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
         """All or nothing; StoreConflict on a stale version, RefTaken on a taken ref."""
+
+    def saved(self) -> list[SavedRow]:
+        """Every instance row, each read on its own, in id order (validate's INS rules)."""
 
 
 class SessionStore(Protocol):

@@ -20,7 +20,15 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
-from .base import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
+from .base import (
+    RefTaken,
+    SavedRow,
+    StoreBusy,
+    StoreConflict,
+    StoreError,
+    StoreTooNew,
+    read_instance,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -156,6 +164,8 @@ class SqliteStore:
             return conn.execute(sql, args).fetchall()
         except sqlite3.OperationalError as exc:
             raise self._error(exc) from None
+        except sqlite3.DatabaseError as exc:  # a damaged file
+            raise StoreError(f"{self.path}: {exc}") from None
 
     def _write(self, fn: Any) -> Any:
         conn = self._connect(write=True)
@@ -175,9 +185,25 @@ class SqliteStore:
 
     # -- instances -----------------------------------------------------------------------------
 
+    def _inst(self, rows: list[Any]) -> Instance | None:
+        if not rows:
+            return None
+        try:
+            return read_instance(rows[0][0])
+        except ValueError as exc:
+            raise StoreError(f"{self.path}: a saved instance can't be read ({exc})") from None
+
     @staticmethod
-    def _inst(rows: list[Any]) -> Instance | None:
-        return Instance.from_json(json.loads(rows[0][0])) if rows else None
+    def _readable(rows: list[Any]) -> list[Instance]:
+        """The rows' instances; a damaged record is left out (validate reports it: INS-4),
+        so one bad row never blocks the idle list or the agent's stop."""
+        out = []
+        for row in rows:
+            try:
+                out.append(read_instance(row[0]))
+            except ValueError:
+                continue
+        return out
 
     def instance(self, machine: str, id: str) -> Instance | None:
         return self._inst(
@@ -217,8 +243,9 @@ class SqliteStore:
             sql += " LIMIT ?"
             args += (limit,)
         rows = self._read(sql, args)
-        count = total[0][0] if total else 0
-        return [Instance.from_json(json.loads(r[0])) for r in rows], count
+        found = self._readable(rows)
+        count = (total[0][0] if total else 0) - (len(rows) - len(found))
+        return found, count
 
     def instances(
         self, machines: Sequence[str] | None, statuses: Sequence[str] | None
@@ -232,7 +259,16 @@ class SqliteStore:
             args += list(statuses)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._read(f"SELECT data FROM instances{where} ORDER BY updated DESC", args)
-        return [Instance.from_json(json.loads(r[0])) for r in rows]
+        return self._readable(rows)
+
+    def saved(self) -> list[SavedRow]:
+        out = []
+        for id, machine, data in self._read("SELECT id, machine, data FROM instances ORDER BY id"):
+            try:
+                out.append(SavedRow(id, machine, read_instance(data), None))
+            except ValueError as exc:
+                out.append(SavedRow(id, machine, None, str(exc)))
+        return out
 
     def history(self, machine: str, id: str) -> list[HistoryRecord]:
         rows = self._read("SELECT data FROM history WHERE instance = ? ORDER BY seq", (id,))

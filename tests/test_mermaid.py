@@ -1,0 +1,237 @@
+"""`smllm graph --mermaid` checked by Mermaid's own parser (tests/mermaid/check.mjs, under Node).
+
+Every example machine, and machines with tricky names, must parse as a stateDiagram-v2 whose
+states and edges are the machine's. Needs `node` and `npm ci --prefix tests/mermaid` (.ci/run
+installs both); skipped without them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import MACHINES, write_machine
+from test_graph import ALL
+
+CHECKER = Path(__file__).resolve().parent / "mermaid"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(
+    NODE is None or not (CHECKER / "node_modules" / "mermaid" / "package.json").is_file(),
+    reason="needs node and Mermaid: npm ci --prefix tests/mermaid (.ci/run installs it)",
+)
+
+Result = dict[str, Any]  # one line of check.mjs's output
+Checked = dict[str, tuple[dict[str, Any], str, Result]]  # case → (machine, diagram, result)
+
+
+def check(diagrams: list[str]) -> tuple[int, list[Result]]:
+    """Every diagram through Mermaid's parser in one Node process: the exit code and results."""
+    assert NODE is not None
+    proc = subprocess.run(
+        [NODE, str(CHECKER / "check.mjs")],
+        input=json.dumps(diagrams),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    results = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert len(results) == len(diagrams), proc.stderr
+    return proc.returncode, results
+
+
+def drawn(result: Result) -> list[tuple[str, str, str]]:
+    """The edges Mermaid understood, by the names it shows (`[*]` for start and end)."""
+    names = {
+        node_id: "[*]" if shape in ("stateStart", "stateEnd") else label
+        for node_id, shape, label in result["nodes"]
+    }
+    return [(names[a], names[b], label) for a, b, label in result["edges"]]
+
+
+def expected(machine: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """The machine's edges from `graph --json`; the label is the event, or None when guarded
+    (checked apart: the guard's text is trimmed for Mermaid)."""
+    out: list[tuple[str, str, str | None]] = [("[*]", machine["initial"], "")]
+    for state in machine["states"]:
+        for t in state["transitions"]:
+            label = None if t["guard"] else t["event"]
+            out.append((state["name"], t["target"] or state["name"], label))
+    out += [(s["name"], "[*]", "") for s in machine["states"] if s["final"]]
+    return out
+
+
+def assert_matches(result: Result, machine: dict[str, Any], diagram: str) -> None:
+    """A valid stateDiagram-v2 that draws exactly the machine's edges."""
+    where = f"{machine['id']}:\n{diagram}"
+    assert result["ok"], f"{result['error']}\n{where}"
+    assert result["diagramType"] == "stateDiagram", where
+    assert "\nstateDiagram-v2\n" in diagram, where
+    want = expected(machine)
+    got = drawn(result)
+    assert len(got) == len(want), where
+    for (a, b, label), (wa, wb, wlabel) in zip(got, want, strict=True):
+        assert (a, b) == (wa, wb), where
+        if wlabel is None:  # guarded: `EVENT [GUARD]`
+            assert re.fullmatch(r"\S+ \[.*\]", label), where
+        else:
+            assert label == wlabel, where
+    # every state drawn (those without edges too), and none made up from a stray line
+    states = {s["name"] for s in machine["states"]}
+    assert {label for _, shape, label in result["nodes"] if shape == "rect"} == states, where
+
+
+@pytest.fixture
+def every_machine(project: Path) -> Path:
+    """The example project, with every fixture machine listed too (as in test_graph.py)."""
+    smllm_dir = project / ".smllm"
+    for name in ALL[:-1]:
+        shutil.copy(MACHINES / f"{name}.smllm.yaml", smllm_dir)
+    shutil.copytree(MACHINES / "fix", smllm_dir, dirs_exist_ok=True)
+    files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
+    (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
+    return project
+
+
+def graph(args: list[str], folder: Path, env: dict[str, str]) -> str:
+    """`smllm graph ARGS`'s stdout exactly: no newline translation (a `\r` stays one)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "smllm", "graph", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (proc.returncode, proc.stderr) == (0, b""), args
+    return proc.stdout.decode()
+
+
+def graphs(folder: Path, env: dict[str, str], one_by_one: bool) -> list[tuple[dict[str, Any], str]]:
+    """(machine from `graph --json`, its Mermaid diagram) for every configured machine: from
+    `graph ID --mermaid` one by one, or split from one `graph --mermaid` (faster)."""
+    machines = json.loads(graph(["--json"], folder, env))["machines"]
+    if one_by_one:
+        diagrams = [graph([m["id"], "--mermaid"], folder, env) for m in machines]
+    else:
+        out = graph(["--mermaid"], folder, env).removesuffix("\n")
+        diagrams = [d + "\n" for d in re.split(r"\n\n(?=---\n)", out)]
+    assert len(diagrams) == len(machines)
+    return list(zip(machines, diagrams, strict=True))
+
+
+def test_every_machine_is_a_valid_state_diagram(every_machine: Path, env: dict[str, str]) -> None:
+    pairs = graphs(every_machine, env, one_by_one=True)
+    assert [m["id"] for m, _ in pairs] == ["dev", *ALL]
+    code, results = check([diagram for _, diagram in pairs])
+    for (machine, diagram), result in zip(pairs, results, strict=True):
+        assert_matches(result, machine, diagram)
+    assert code == 0
+
+
+def test_the_checker_rejects_broken_diagrams() -> None:
+    good = "stateDiagram-v2\n    [*] --> A\n    A --> B : go [command x]\n    B --> [*]\n"
+    broken = [
+        "stateDiagram-v2\n    [*] --> A\n    A --> --> B : go\n",  # two arrows
+        "stateDiagram-v2\n    [*] --> A\n    A --> B : go :: x\n",  # `::` in a label
+        "stateDiagram-v2\n    [*] --> note\n",  # a keyword as a state
+        "---\ntitle: -\n---\nstateDiagram-v2\n    [*] --> A\n",  # front matter that isn't YAML
+        "flowchart LR\n    A --> B\n",  # another diagram type
+        "not a diagram\n",
+    ]
+    code, results = check([good, *broken])
+    assert code == 1
+    assert results[0]["ok"], results[0]["error"]
+    assert drawn(results[0]) == [("[*]", "A", ""), ("A", "B", "go [command x]"), ("B", "[*]", "")]
+    for text, result in zip(broken, results[1:], strict=True):
+        assert not result["ok"], text
+        assert result["error"], text
+    assert "Parse error" in results[1]["error"]
+    assert results[5]["diagramType"] == "flowchart-v2"
+
+
+# Machines with names and guards at the edges of machine-format.md §2.1: a state S entered first,
+# `S --EVENT [guard]--> DONE`, `S --EVENT--> S`, DONE final. Each case is one machine (its id is
+# the case's); all are checked together, in one project, one `graph --json` and one Node run.
+def tricky(state: str = "S", event: str = "go", run: str | list[str] = "true") -> dict[str, Any]:
+    return {"state": state, "event": event, "run": run}
+
+
+def tricky_yaml(mid: str, state: str, event: str, run: str | list[str]) -> str:
+    s, e = json.dumps(state), json.dumps(event)
+    return f"""\
+id: {json.dumps(mid)}
+initial: {s}
+meta:
+  smllm: 1
+  events:
+    {e}: {{ description: Go. }}
+states:
+  {s}:
+    meta: {{ entryPoint: true }}
+    entry: {{ type: prompt, params: {{ text: "Go on." }} }}
+    on:
+      {e}:
+        - {{ target: DONE, guard: {{ type: command, params: {{ run: {json.dumps(run)} }} }} }}
+        - target: {s}
+  DONE:
+    type: final
+"""
+
+
+KEYWORDS = "state note Note class classDef style click href default scale stateDiagram"
+TRICKY: dict[str, dict[str, Any]] = {
+    "state-end": tricky(state="end"),
+    "state-1": tricky(state="1"),
+    "state-direction": tricky(state="direction"),
+    "state-fork": tricky(state="fork"),
+    "event-a.b-c": tricky(event="a.b-c"),
+    "event-_x.y_z": tricky(event="_x.y_z"),
+    "guard-punctuation": tricky(run="""test "$X" = 'a:b;c#d' && echo `{x}` <y> %% [z] :: &"""),
+    "guard-list": tricky(run=["gh", "pr", "--fill", "a:b", '"q"']),
+    "-x": tricky(),  # the machine id is the title
+    # found invalid, or drawn wrong, by Mermaid 11's parser before graph.py gave every state
+    # an id and a label, cleaned labels, and quoted the title:
+    "state-a-b": tricky(state="a-b"),
+    "state--": tricky(state="-"),
+    **{f"state-{name}": tricky(state=name) for name in [*KEYWORDS.split(), "accTitle", "accDescr"]},
+    "state-root_start": tricky(state="root_start"),
+    "state-root_end": tricky(state="root_end"),
+    "guard-direction-LR": tricky(run="sort --direction LR"),
+    "guard-newline-error": tricky(run="true\n-f x"),
+    "guard-newline-state": tricky(run="true\nfalse"),
+    "guard-carriage-return": tricky(run="true\rfalse"),
+    "-": tricky(),
+}
+
+
+@pytest.fixture(scope="module")
+def tricky_results(tmp_path_factory: pytest.TempPathFactory) -> Checked:
+    """Case → (machine from `graph --json`, its `--mermaid` diagram, Mermaid's result)."""
+    base = tmp_path_factory.mktemp("tricky")
+    env = {
+        **os.environ,
+        "XDG_STATE_HOME": str(base / "xdg-state"),
+        "XDG_CACHE_HOME": str(base / "xdg-cache"),
+        "XDG_CONFIG_HOME": str(base / "xdg-config"),
+        "HOME": str(base / "home"),
+    }
+    env.pop("SMLLM_CONFIG", None)
+    ids = [re.sub(r"[^A-Za-z0-9_-]", "_", case) for case in TRICKY]  # the case, as a machine id
+    for n, (mid, spec) in enumerate(zip(ids, TRICKY.values(), strict=True)):
+        write_machine(base, f"case{n}", tricky_yaml(mid, **spec))
+    pairs = graphs(base, env, one_by_one=False)
+    assert [m["id"] for m, _ in pairs] == ids
+    _, results = check([diagram for _, diagram in pairs])
+    return {case: (m, d, r) for case, (m, d), r in zip(TRICKY, pairs, results, strict=True)}
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=case) for case in TRICKY])
+def test_tricky_names(case: str, tricky_results: Checked) -> None:
+    machine, diagram, result = tricky_results[case]
+    assert_matches(result, machine, diagram)

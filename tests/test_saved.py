@@ -1,0 +1,149 @@
+"""validate's INS rules: saved instances checked against the machines as they are now
+(validation.md §2.6), on stores filled by the real CLI and then edited as a user would."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from conftest import smllm
+
+DEV = Path(".smllm") / "dev.smllm.yaml"
+STORE = Path(".smllm") / "state" / "smllm.db"
+
+
+def _ins(project: Path, env: dict[str, str], *extra: str) -> tuple[int, list[dict[str, Any]]]:
+    ran = smllm(["validate", "--json", *extra], project, env)
+    assert ran.err == ""
+    data = json.loads(ran.out)
+    return ran.code, [f for f in data["findings"] if f["rule"].startswith("INS")]
+
+
+def _two_paused(project: Path, env: dict[str, str]) -> None:
+    """issue GH-1 paused in PLAN, issue GH-2 paused in WORK, issue GH-3 completed."""
+    key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
+
+    def fire(*args: str) -> None:
+        ran = smllm(["fire", "--session", key, *args], project, env)
+        assert ran.code == 0, ran.out + ran.err
+
+    (project / "PLAN.md").write_text("plan\n")
+    fire("enter", "--param", "stateMachine=dev", "--param", "issueId=GH-1")
+    fire("pause")
+    for ref, last in (("GH-2", "pause"), ("GH-3", "done")):
+        fire("enter", "--param", "stateMachine=dev", "--param", f"issueId={ref}")
+        fire("planned", "--param", "size=small")
+        fire(last)
+
+
+def _rows(project: Path) -> dict[str, dict[str, Any]]:
+    with sqlite3.connect(project / STORE) as db:
+        rows = db.execute("SELECT data FROM instances").fetchall()
+    return {d["ref"]: d for d in (json.loads(r[0]) for r in rows)}
+
+
+def _put(project: Path, row_id: str, machine: str, data: str, status: str = "paused") -> None:
+    db = sqlite3.connect(project / STORE)
+    with db:
+        db.execute(
+            "INSERT OR REPLACE INTO instances (id, machine, ref, status, updated, version, data)"
+            " VALUES (?, ?, NULL, ?, '2026-01-01T00:00:00.000000Z', 1, ?)",
+            (row_id, machine, status, data),
+        )
+    db.close()
+
+
+def test_nothing_to_report_and_nothing_created(project: Path, env: dict[str, str]) -> None:
+    assert _ins(project, env) == (0, [])
+    assert not (project / ".smllm" / "state").exists()  # validate never creates a store
+    _two_paused(project, env)
+    assert _ins(project, env, "--info") == (0, [])
+
+
+def test_a_state_renamed_and_a_pattern_narrowed(project: Path, env: dict[str, str]) -> None:
+    _two_paused(project, env)
+    dev = project / DEV
+    text = dev.read_text().replace("WORK", "BUILD").replace("^GH-[0-9]+$", "^GH-[02-9]$")
+    dev.write_text(text)
+    code, found = _ins(project, env)
+    assert code == 0  # warnings and info only
+    assert [(f["rule"], f["level"], f["file"], f["line"], f["message"]) for f in found] == [
+        ("INS-1", "warning", str(DEV), None, "issue GH-2 is saved in WORK, which no longer exists"),
+        ("INS-6", "info", str(DEV), None, "issue GH-1 no longer matches ^GH-[02-9]$"),
+    ]
+    assert found[0]["hint"] == (
+        "restore the state, or fire enter for the instance with state: an existing state"
+    )
+    text_out = smllm(["validate"], project, env).out
+    assert "INS-6" not in text_out  # info only with --info
+    line = f"{DEV}: warning: issue GH-2 is saved in WORK, which no longer exists (INS-1)"
+    assert line in text_out.splitlines()
+    assert smllm(["validate", "--warnings"], project, env).code == 1
+
+
+def test_detour_return_unreadable_records_and_lost_machines(
+    project: Path, env: dict[str, str]
+) -> None:
+    _two_paused(project, env)
+    gh1 = _rows(project)["GH-1"]
+    _put(project, gh1["id"], "dev", json.dumps({**gh1, "resumeState": "GONE"}))
+    _put(project, "i-broken", "dev", '{"id": "i-broken", ')
+    newer = {**gh1, "id": "i-newer", "ref": None, "status": "archived"}
+    _put(project, "i-newer", "dev", json.dumps(newer))
+    for n in range(2):
+        old = {**gh1, "id": f"i-old{n}", "machine": "old", "ref": None}
+        _put(project, f"i-old{n}", "old", json.dumps(old))
+    _put(project, "i-old9", "old", json.dumps({**old, "status": "completed"}), "completed")
+    code, found = _ins(project, env, "--info")
+    assert code == 0
+    config = str(Path(".smllm") / "config.toml")
+    assert [(f["rule"], f["file"], f["path"], f["message"]) for f in found] == [
+        ("INS-3", config, None, "2 saved instances of old, which is not configured"),
+        ("INS-2", str(DEV), None, "issue GH-1 would return to GONE, which no longer exists"),
+        (
+            "INS-4",
+            str(DEV),
+            None,
+            "instance i-broken can't be read: not valid JSON: Expecting property name enclosed "
+            "in double quotes: line 1 column 20 (char 19)",
+        ),
+        (
+            "INS-4",
+            str(DEV),
+            None,
+            "instance i-newer can't be read: unknown status archived (written by a newer smllm?)",
+        ),
+    ]
+    # the engine still serves the readable instances
+    # the engine leaves damaged records out and still serves the readable ones
+    key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
+    shown = smllm(["session", "show", key], project, env)
+    assert (shown.code, shown.err) == (0, "")
+    assert "GH-1" in shown.out and "GH-2" in shown.out and "i-broken" not in shown.out
+    listed = smllm(["instance", "list"], project, env)
+    assert (listed.code, listed.err) == (0, "")
+
+
+def test_a_store_that_cannot_be_opened(project: Path, env: dict[str, str]) -> None:
+    _two_paused(project, env)
+    for wal in project.glob(".smllm/state/smllm.db-*"):
+        wal.unlink()
+    (project / STORE).write_bytes(b"this is not a database" * 100)
+    code, found = _ins(project, env)
+    assert code == 0
+    assert [(f["rule"], f["level"], f["file"]) for f in found] == [
+        ("INS-5", "warning", str(Path(".smllm") / "config.toml"))
+    ]
+    assert found[0]["message"].startswith("saved instances weren't checked: ")
+    assert "not a database" in found[0]["message"]
+    # a store written by a newer smllm
+    (project / STORE).unlink()
+    db = sqlite3.connect(project / STORE)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    code, found = _ins(project, env)
+    assert [f["message"] for f in found] == [
+        f"saved instances weren't checked: {project / STORE} was written by a newer smllm"
+    ]
