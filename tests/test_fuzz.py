@@ -1,0 +1,1132 @@
+"""Fuzz the machine-file loader: whatever the bytes, `load_machine_source` answers with findings.
+
+The property, for any input:
+
+- loading never raises and never hangs (each case runs under a wall-clock limit);
+- it EITHER yields a machine with no error finding, OR reports at least one error finding;
+- every error finding carries a line (and the line lies inside the file): the source is in
+  memory, so every problem has a place, even a whole-file one (an empty file is at 1:1). Only a
+  file that can't be read at all has no line (`load_machine_file`'s `can't read the file`),
+  and `load_machine_source` never produces that one;
+- every finding's message, path and `text()` are single-line strings, and its rule and level
+  fit validation.md;
+- a machine that loads is one the engine can use: it pickles (the compiled cache), its names
+  all resolve, its events lists render into one well-formed `<smllm>` block, and checking
+  params against its param schemas answers (refuses or accepts) instead of raising.
+
+Three sources of input:
+
+a. valid machines (tests/machines, the fix machine, the dev example) mutated as YAML data, then
+   dumped back to YAML text;
+b. the same machines mutated as bytes: lines deleted, duplicated, re-indented, bytes flipped,
+   truncation, tabs, anchors and aliases, flow mappings, document markers, BOMs, NULs,
+   invalid UTF-8, other line breaks;
+c. random YAML data, shaped like a machine more or less, dumped with `yaml.safe_dump`.
+
+The corpus `tests/fuzz_corpus/NNN-name.smllm.yaml` keeps the inputs worth keeping forever:
+every input that once broke the property (a regression fixture), and some that stress the YAML
+layer. Each is checked in-process, and by the real `smllm validate --json` process.
+
+Environment:
+  SMLLM_FUZZ_EXAMPLES   examples in all (default 300), split over the three strategies;
+                        `bench/validate_bench.py --fuzz` runs 10,000
+  SMLLM_FUZZ_RANDOM=1   a new random run each time (default: derandomized, the same cases
+                        in every CI run)
+  SMLLM_FUZZ_CASE_LIMIT seconds one case may take before it counts as a hang (default 5)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import pickle
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, NamedTuple, cast
+
+import pytest
+import yaml
+from conftest import Ran
+from hypothesis import HealthCheck, assume, event, given, note, settings
+from hypothesis import strategies as st
+from scripted_host import ScriptedHost
+
+import smllm.examples
+from smllm.engine.records import Instance
+from smllm.engine.reply import Header, IdleList, MachineLine, Reply
+from smllm.engine.rules import check_params, state_events
+from smllm.engine.steps import entry_prompts
+from smllm.machine.findings import LEVELS, Finding
+from smllm.machine.load import LoadResult, load_machine_source
+from smllm.machine.model import Command, Machine
+from smllm.machine.regex import pattern_matches
+from smllm.machine.yamltree import load_yaml
+from smllm.text.block import render
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "fuzz_corpus"
+DEV = Path(smllm.examples.__file__).resolve().parent / "dev" / "dev.smllm.yaml"
+SEEDS: tuple[Path, ...] = (
+    *sorted((HERE / "machines").glob("*.smllm.yaml")),
+    HERE / "machines" / "fix" / "fix.smllm.yaml",
+    DEV,
+)
+SHOWN = "fuzz.smllm.yaml"
+
+TOTAL = int(os.environ.get("SMLLM_FUZZ_EXAMPLES", "300"))
+RANDOM = bool(os.environ.get("SMLLM_FUZZ_RANDOM"))
+CASE_LIMIT_S = float(os.environ.get("SMLLM_FUZZ_CASE_LIMIT", "5"))
+#: corpus files are small: each loads in milliseconds, so a known hang costs little CI time
+CORPUS_LIMIT_S = 2.0
+
+
+class Bug(NamedTuple):
+    """A corpus input that breaks the property today."""
+
+    what: str
+    sign: str  # a regex that `describe()` of the failure matches: the fuzzer tolerates it
+    load: bool = True  # the in-process property fails
+    cli: bool | None = True  # `smllm validate` fails; None: it hangs, so it isn't run
+
+
+#: The corpus inputs that break the property today. Each of their tests is an
+#: xfail(strict=True): when the bug is fixed the test passes, strict fails, and the entry goes.
+KNOWN_BUGS: dict[str, Bug] = {
+    "001-null-transition.smllm.yaml": Bug(
+        "a null transition (`go:` with no value, or `go: [B, ~]`) raises AttributeError in "
+        "load.py read_transitions (validate: internal error, exit 2)",
+        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_transitions",
+    ),
+    "002-null-action-item.smllm.yaml": Bug(
+        "a null item in an action list (entry/exit/actions: `- ` alone) raises AttributeError "
+        "in load.py read_actions",
+        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_actions",
+    ),
+    "003-null-shared-entry.smllm.yaml": Bug(
+        "a null meta.sharedActions entry raises AttributeError in load.py read_shared",
+        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_shared",
+    ),
+    "004-null-param-descriptions.smllm.yaml": Bug(
+        "a null meta.paramDescriptions.EVENT raises TypeError (iterating None) in read_state",
+        sign=r"TypeError: 'NoneType' object is not iterable @ read_state",
+    ),
+    "005-state-type-list.smllm.yaml": Bug(
+        "a list as a state's type raises TypeError (unhashable) in shape.py's enum check",
+        sign=r"TypeError: unhashable type: \S+ @ check <",
+    ),
+    "006-guard-type-list.smllm.yaml": Bug(
+        "a list as a guard's type raises TypeError (unhashable) in shape.py xstate_value",
+        sign=r"TypeError: unhashable type: \S+ @ xstate_value",
+    ),
+    "007-action-type-mapping.smllm.yaml": Bug(
+        "a mapping as an action's type raises TypeError (unhashable) in shape.py xstate_value",
+        sign=r"TypeError: unhashable type: \S+ @ xstate_value",
+    ),
+    "008-prompt-file-nul.smllm.yaml": Bug(
+        "a prompt file path holding NUL raises ValueError (embedded null byte) from open() in "
+        "deep.py _read, which catches only OSError",
+        sign=r"ValueError: embedded null byte @ _read",
+    ),
+    "009-huge-timeout.smllm.yaml": Bug(
+        "a timeoutSecs integer beyond float range raises OverflowError in read_command",
+        sign=r"OverflowError: .* @ read_command",
+    ),
+    "010-ref-to-missing-def.smllm.yaml": Bug(
+        "a param `$ref` to a $defs entry that doesn't exist loads without EVT-1; checking the "
+        "param (every fire of the event) raises referencing's PointerToNowhere",
+        cli=False,
+        sign=r"(PointerToNowhere|Unresolvable).* @ .*json_param_errors",
+    ),
+    "011-ref-cycle.smllm.yaml": Bug(
+        "a `$ref` cycle in $defs loads without EVT-1; checking the param raises RecursionError",
+        cli=False,
+        sign=r"RecursionError: .* @ .*json_param_errors",
+    ),
+    "012-deep-param-schema.smllm.yaml": Bug(
+        "a param schema nested ~150+ levels (within YAML's 200) raises RecursionError in "
+        "jsonschema's metaschema check (params.py _metaschema_problems)",
+        sign=r"RecursionError: .* @ .*_metaschema_problems",
+    ),
+    "013-always-paths-exponential.smllm.yaml": Bug(
+        "check_always_loops walks every simple path: a chain of always routers with two "
+        "candidates each takes ~1.7^n steps (26 states: 2 s; this 40-state one: hours)",
+        cli=None,
+        sign=r"hangs.*always_loops",
+    ),
+    "014-deep-nesting-no-line.smllm.yaml": Bug(
+        "FMT-1 `the document is nested too deeply` from the pure-Python composer's "
+        "RecursionError carries no line (yamltree.py _load)",
+        sign=r"error without a line: .*nested too deeply",
+    ),
+    "015-error-past-end-of-file.smllm.yaml": Bug(
+        "FMT-1 at the end of a file without a final line break points one line past the end "
+        "(line 3 of a 2-line file)",
+        sign=r"line out of the file: Finding\(rule='FMT-1'",
+    ),
+    "016-line-break-in-name.smllm.yaml": Bug(
+        "names are echoed raw: a quoted key with a line break (or U+2028, \\x1e) makes the "
+        "message, the path and validate's one-line finding span lines",
+        sign=r"spans lines",
+    ),
+    "017-nan-timeout.smllm.yaml": Bug(
+        "timeoutSecs: .nan is accepted (`nan <= 0` is false); the spec wants a number > 0",
+        cli=False,
+        sign=r"timeoutSecs \S+ was accepted",
+    ),
+    "018-kind-with-line-break.smllm.yaml": Bug(
+        "meta.instance.kind with a line break is accepted; the spec says a single-line string",
+        cli=False,
+        sign=r"kind .* is not one non-empty line",
+    ),
+    "019-prompt-file-dev-zero.smllm.yaml": Bug(
+        "a prompt file that never ends (/dev/zero; a FIFO blocks instead) is read whole: "
+        "MemoryError (internal error) or a hang, in deep.py _read and the host's read_prompt",
+        sign=r"MemoryError: .* @ .*_read",
+    ),
+}
+
+_RULE = re.compile(r"^(FMT|MCH|EVT|AGT)-[0-9]+$")
+_BREAKS = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+_TAGS = ("</smllm>", "</instructions>", "</events>")
+
+
+def _fuzz_settings(share: float) -> settings:
+    return settings(
+        max_examples=max(1, round(TOTAL * share)),
+        deadline=None,  # the per-case limit below is the hang check: CI machines are slow
+        derandomize=not RANDOM,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+
+
+# -- the property ------------------------------------------------------------------------------
+
+
+class _Hang(BaseException):
+    """Raised by the alarm; a BaseException so no `except Exception` in the loader eats it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float, what: str) -> Iterator[None]:
+    """Fail (AssertionError) when the block runs longer than `seconds`, even if it never
+    returns: SIGALRM interrupts it where the platform has one."""
+    has_alarm = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
+
+    def alarm(signum: int, frame: object) -> None:
+        raise _Hang
+
+    previous: Any = None
+    if has_alarm:
+        previous = signal.signal(signal.SIGALRM, alarm)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.perf_counter()
+    try:
+        yield
+    except _Hang as hang:
+        where = _frames(hang.__traceback__)
+        raise AssertionError(
+            f"{what} hangs: still running after {seconds:g} s, in {where}"
+        ) from None
+    finally:
+        if has_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    elapsed = time.perf_counter() - start
+    assert elapsed < seconds, f"{what} took {elapsed:.1f} s (limit {seconds:g} s)"
+
+
+def _frames(tb: TracebackType | None) -> str:
+    """smllm's functions in a traceback, innermost first: `read_state < structure < …`."""
+    names = [
+        f.name
+        for f in traceback.extract_tb(tb)
+        if "/smllm/" in f.filename.replace("\\", "/") and "/tests/" not in f.filename
+    ]
+    return " < ".join(reversed(names))
+
+
+def describe(exc: BaseException) -> str:
+    """`TYPE: MESSAGE @ innermost < … < outermost` smllm function: what `Bug.sign` matches."""
+    return f"{type(exc).__name__}: {exc} @ {_frames(exc.__traceback__)}"
+
+
+def known_bug(exc: BaseException) -> str | None:
+    """The KNOWN_BUGS file whose sign the failure matches, if any."""
+    text = describe(exc)
+    for name, bug in KNOWN_BUGS.items():
+        if re.search(bug.sign, text, re.DOTALL):
+            return name
+    return None
+
+
+def _line_count(source: bytes | str) -> int:
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    return len(_BREAKS.findall(text)) + 1
+
+
+def _one_line(value: str, what: str) -> None:
+    assert isinstance(value, str), f"{what} is not a str: {value!r}"
+    assert len(value.splitlines()) <= 1 and "\n" not in value, f"{what} spans lines: {value!r}"
+
+
+def check_finding(f: Finding, lines: int) -> None:
+    assert isinstance(f, Finding)
+    str(f), repr(f)
+    assert _RULE.match(f.rule), f"unexpected rule {f.rule!r} for one machine file"
+    assert f.level == LEVELS.get(f.rule, "error"), f"{f.rule} has level {f.level}"
+    _one_line(f.message, "message")
+    assert f.message.strip(), f"empty message for {f.rule}"
+    if f.path is not None:
+        _one_line(f.path, "path")
+    if f.hint is not None:
+        _one_line(f.hint, "hint")
+    _one_line(f.text(), "the finding's text")
+    if f.level == "error":
+        assert f.line is not None, f"error without a line: {f.text()}"
+    if f.line is not None:
+        assert isinstance(f.line, int) and 1 <= f.line <= lines, f"line out of the file: {f}"
+    if f.col is not None:
+        assert f.line is not None and isinstance(f.col, int) and f.col >= 1, f"bad column: {f}"
+
+
+def check_result(result: LoadResult, source: bytes | str) -> None:
+    assert isinstance(result, LoadResult)
+    assert isinstance(result.findings, list)
+    lines = _line_count(source)
+    for f in result.findings:
+        check_finding(f, lines)
+    errors = [f for f in result.findings if f.level == "error"]
+    if result.machine is not None:
+        assert isinstance(result.machine, Machine)
+        assert not errors, f"a machine AND errors: {[f.text() for f in errors]}"
+    else:
+        assert errors, f"no machine but no error: {[f.text() for f in result.findings]}"
+    assert result.top_id is None or isinstance(result.top_id, str)
+    assert all(isinstance(r, str) for r in result.reads)
+
+
+_VALUES: tuple[Any, ...] = ("x", "BUG-1", "[1]", '{"a": 1}', "", 3, 1.5, None, True, ["a"], {})
+
+
+def check_machine(machine: Machine, findings: list[Finding]) -> None:
+    """What the engine relies on in a machine that loaded."""
+    back = pickle.loads(pickle.dumps(machine, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back.id == machine.id and list(back.states) == list(machine.states)
+    states = machine.states
+    assert machine.initial in states
+    assert machine.fallback is None or not states[machine.fallback].final
+    for shared in machine.shared:
+        assert shared.states <= set(states)
+    if machine.ref.pattern is not None:
+        pattern_matches(machine.ref.pattern, "BUG-1")
+    # machine-format.md §2.3: kind is "a non-empty single-line string"
+    assert machine.kind.strip() and len(machine.kind.splitlines()) == 1, (
+        f"kind {machine.kind!r} is not one non-empty line"
+    )
+    for command in _commands(machine):
+        # §2.8: timeoutSecs is a number > 0 (NaN is not)
+        assert command.timeout > 0, f"timeoutSecs {command.timeout_text} was accepted"
+    tagged = any(f.rule == "AGT-1" for f in findings)
+    host = ScriptedHost(seed=1)
+    line = MachineLine(
+        machine.id,
+        machine.description,
+        machine.kind,
+        machine.ref.param,
+        machine.ref.pattern,
+        machine.ref.description,
+        machine.initial,
+        tuple(machine.entry_points()),
+        machine.host_only(),
+    )
+    idle = render(Reply(Header("sm-fuzz00"), idle=IdleList((line,), None, (), 0)))
+    _one_block(idle, True)
+    for name, state in states.items():
+        for candidates in (*state.on.values(), state.always):
+            for t in candidates:
+                assert t.target is None or t.target in states
+                if t.guard is not None and t.guard.kind == "visits":
+                    assert t.guard.state in states and t.guard.at_least >= 1
+        if state.final:
+            continue
+        inst = Instance(
+            "i-fuzz00", machine.id, None, name, "active", "sm-fuzz00", None, 1, {name: 1},
+            name, "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z",
+        )  # fmt: skip
+        events = state_events(machine, state, inst, "sm-fuzz00")
+        prompts, _failures = entry_prompts(machine, state, host)
+        header = Header("sm-fuzz00", machine.id, name, 1, machine.kind, inst.label)
+        block = render(Reply(header, instructions=tuple(prompts), events=events))
+        _one_block(block, not tagged)
+        for offered, specs in state.params.items():
+            ev = machine.events.get(offered)
+            defs = ev.defs if ev is not None else None
+            check_params(offered, specs, defs, ())
+            for spec in specs:
+                for value in _VALUES:
+                    refusal, _ = check_params(offered, specs, defs, ((spec.name, value),))
+                    assert refusal is None or isinstance(refusal, str)
+
+
+def _commands(machine: Machine) -> Iterator[Command]:
+    """Every command of the machine's guards and actions."""
+    lists = [a for s in machine.shared for a in (s.entry, s.exit)]
+    for state in machine.states.values():
+        lists += [state.entry, state.exit]
+        for t in (*(t for c in state.on.values() for t in c), *state.always):
+            lists.append(t.actions)
+            if t.guard is not None and t.guard.command is not None:
+                yield t.guard.command
+    for actions in lists:
+        for action in actions:
+            if action.command is not None:
+                yield action.command
+
+
+def _one_block(block: str, exact: bool) -> None:
+    """An smllm block: opens once, closes once, at its ends (author text aside, see AGT-1)."""
+    assert block.startswith("<smllm>\n") and block.endswith("\n</smllm>")
+    if exact:
+        low = block.lower()
+        assert low.count("</smllm>") == 1, block
+        assert low.count("</events>") <= 1 and low.count("</instructions>") <= 1, block
+
+
+def check_source(source: bytes | str, path: Path | str, limit: float = CASE_LIMIT_S) -> LoadResult:
+    """Load `source` as if it were the file at `path` and check the whole property."""
+    with time_limit(limit, "loading"):
+        result = load_machine_source(source, str(path), SHOWN)
+    check_result(result, source)
+    if result.machine is not None:
+        with time_limit(limit, "using the machine"):
+            check_machine(result.machine, result.findings)
+    return result
+
+
+def fuzz_check(source: bytes | str, path: Path | str) -> None:
+    """check_source, tolerating the failures of KNOWN_BUGS (their corpus tests track them),
+    so that the fuzzer stays a gate for new bugs."""
+    try:
+        check_source(source, path)
+    except Exception as exc:
+        bug = known_bug(exc)
+        if bug is None:
+            raise
+        event(f"known bug {bug[:3]}")
+
+
+# -- vocabularies ------------------------------------------------------------------------------
+
+KEYS = (
+    "id", "description", "initial", "meta", "states", "smllm", "instance", "kind", "ref",
+    "param", "pattern", "events", "source", "params", "sharedActions", "position", "entry",
+    "exit", "type", "properties", "required", "$defs", "on", "always", "target", "guard",
+    "actions", "reenter", "entryPoint", "fallback", "paramDescriptions", "run", "timeoutSecs",
+    "cwd", "text", "file", "atLeast", "state", "items", "enum", "const", "$ref", "minimum",
+    "format", "<<", "context", "after", "invoke", "tags", "cond", "internal", "*", "a.*",
+    "enter", "yield", "resume", "unmatched", "pause", "listPaused", "stateMachine", "note",
+    "", " ", "0", "true", "null", "~", "é", "Id", "ON", "a b", "x\ny", "#id", ".child", "a.b",
+)  # fmt: skip
+WORDS = (
+    "A", "B", "PLAN", "WORK", "DONE", "FIX", "START", "final", "prompt", "command", "setRef",
+    "visits", "agent", "host", "before", "after", "middle", "object", "string", "array",
+    "integer", "number", "boolean", "null", "parallel", "history", "compound", "raise", "and",
+    "not", "#id", ".child", "a.b", "enter", "unmatched", "yield", "</smllm>", "</Events>",
+    "</instructions>", "<smllm>", "", " ", "x\ny", "a\r\nb", "é", "日本語", "\u2028", "\x85",
+    "\t", "%", "@", "&a", "*a", "!", "|", ">", "'", '"', "- x", "a: b", "#", "..", "/", "/tmp",
+    ".", "prompts/triage.md", "enter-A.md", "run me", "test -f PLAN.md", "true", "on", "yes",
+    "1", "0x1F", "1e400", ".nan", "~", "null",
+)  # fmt: skip
+PATTERNS = (
+    "(", ")", "[", "a{2,1}", "(?P<x>a)", "\\A", "a++", "(?i)x", "\\k<n>", "(?<n>a)\\k<n>",
+    "[]", "[^]", "x{99999999999}", "(" * 300 + ")" * 300, "\\", "[z-a]", "(?<=a+)b", "\\p{L}",
+    "\\u{1F600}", "\\cA", "\\0", "\\8", "a{,3}", "]", "}", "$^", "\\Z", "[a-\\d]", "(?#c)",
+    "a**", "(?<a>x)(?<a>y)", "\\1(a)", "^BUG-[0-9]+$", "[[:alpha:]]", "[&&]", "a{1}+", "\\N",
+    "(?=a)*", "x|", "^", "$", "\\b", "[\\b]", "\\x4", "\\u12", "é+", "\n", "(?<", "(?",
+)  # fmt: skip
+SCHEMA_BITS: tuple[tuple[str, Any], ...] = (
+    ("type", "string"), ("type", "integer"), ("type", ["string", "null"]), ("type", "object"),
+    ("type", "bogus"), ("type", 3), ("type", []), ("$ref", "#/$defs/nope"),
+    ("$ref", "#/$defs/loop"), ("$ref", "#"), ("$ref", "http://example.com/s"),
+    ("$ref", "#/properties/a"), ("$ref", "#/$defs/a~1b"), ("$ref", 3), ("enums", ["a"]),
+    ("items", {"type": "string"}), ("items", "x"), ("items", False), ("prefixItems", [{}]),
+    ("minimum", 1e400), ("minimum", -1), ("minimum", "x"), ("minimum", True),
+    ("minimum", float("nan")), ("pattern", "a{2,1}"), ("pattern", 3), ("pattern", "^x$"),
+    ("patternProperties", {"(": {}}), ("patternProperties", {"^a": {"type": "string"}}),
+    ("const", {"a": [1]}), ("const", None), ("enum", []), ("enum", [1, "a"]), ("enum", "x"),
+    ("enum", [None]), ("enum", ["a", "a"]), ("required", ["x"]), ("required", "x"),
+    ("$defs", {"loop": {"$ref": "#/$defs/loop"}}), ("$defs", {"a": {"$ref": "#/$defs/b"}}),
+    ("not", {}), ("allOf", [{"type": "string"}, {"minLength": 2}]), ("anyOf", []),
+    ("oneOf", [True, False]), ("format", "date"), ("format", 1), ("contentSchema", {}),
+    ("dependentRequired", {"a": ["b"]}), ("$dynamicRef", "#x"), ("$anchor", "x"),
+    ("$id", "http://example.com/x"), ("$id", "urn:x"), ("$schema", "http://json-schema.org/draft-04/schema#"),
+    ("unevaluatedProperties", False), ("multipleOf", 0), ("multipleOf", 1e-400),
+    ("multipleOf", 0.1), ("maxLength", -1), ("maxLength", 1.5), ("maxLength", "3"),
+    ("additionalProperties", {"type": "integer"}), ("propertyNames", {"pattern": "^a"}),
+    ("if", {"type": "string"}), ("then", {"minLength": 3}), ("else", False),
+    ("description", "</smllm>\nnext line"), ("description", 3), ("title", "t"),
+    ("default", [1]), ("examples", "x"), ("properties", {"a": {"type": "integer"}}),
+    ("contains", {"const": 1}), ("minContains", 2), ("uniqueItems", True),
+)  # fmt: skip
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(WORDS)
+    | st.text(max_size=12)
+)
+_keys = st.sampled_from(KEYS) | st.sampled_from(WORDS) | st.text(max_size=8)
+_any = st.recursive(
+    _scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
+    max_leaves=20,
+)
+_names = st.sampled_from(WORDS) | st.from_regex(r"\A[A-Za-z0-9_-]{1,8}\Z") | st.text(max_size=8)
+
+
+# -- strategy a: mutate valid machines as data -------------------------------------------------
+
+Node = Any
+Where = tuple[str | int, ...]
+
+
+@st.composite
+def _seed(draw: st.DrawFn) -> tuple[Path, str]:
+    path = draw(st.sampled_from(SEEDS))
+    return path, path.read_text(encoding="utf-8")
+
+
+def _seed_data(text: str) -> dict[str, Any]:
+    # YAML 1.2 core schema, as smllm reads it: yaml.safe_load would read `on:` as true
+    return load_yaml(text).data
+
+
+def _walk(node: Node, where: Where, out: list[Where]) -> None:
+    out.append(where)
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _walk(value, (*where, key), out)
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            _walk(value, (*where, index), out)
+
+
+def _get(root: Node, where: Where) -> Node:
+    for part in where:
+        root = root[part]
+    return root
+
+
+def _set(root: Node, where: Where, value: Node) -> None:
+    _get(root, where[:-1])[where[-1]] = value
+
+
+def _rename(parent: dict[str, Any], old: str, new: str) -> None:
+    items = [(new if k == old else k, v) for k, v in parent.items()]
+    parent.clear()
+    for k, v in items:
+        parent.setdefault(k, v)
+
+
+def _wrap(value: Node, depth: int, kind: str) -> Node:
+    for _ in range(depth):
+        value = [value] if kind == "list" else {"k": value}
+    return value
+
+
+def _states(data: Node) -> list[str]:
+    states = data.get("states") if isinstance(data, dict) else None
+    return [str(s) for s in states] if isinstance(states, dict) else []
+
+
+def _schema_slot(data: Node, event: str, param: str) -> dict[str, Any] | None:
+    """meta.events.EVENT.params.properties.PARAM, made where it can be; None where not."""
+    node = data
+    for key in ("meta", "events", event, "params", "properties", param):
+        if not isinstance(node, dict):
+            return None
+        if not isinstance(node.get(key), dict):
+            node[key] = {}
+        node = node[key]
+    return cast(dict[str, Any], node)
+
+
+MUTATIONS = (
+    "delete", "null", "retype", "rename", "retarget", "unknown", "nest", "shuffle", "huge",
+    "unicode", "tag", "pattern", "schema", "copy", "guard", "setref", "event",
+)  # fmt: skip
+
+
+def mutate(draw: st.DrawFn, data: dict[str, Any]) -> None:
+    op = draw(st.sampled_from(MUTATIONS))
+    places: list[Where] = []
+    _walk(data, (), places)
+    where = draw(st.sampled_from(places))
+    node = _get(data, where)
+    states = _states(data)
+    note(f"mutation {op} at {where}")
+    if op == "delete" and where:
+        parent = _get(data, where[:-1])
+        del parent[where[-1]]
+    elif op == "null" and where:
+        _set(data, where, None)
+    elif op == "retype" and where:
+        _set(data, where, draw(_any))
+    elif op == "rename" and where and isinstance(where[-1], str):
+        _rename(_get(data, where[:-1]), where[-1], draw(_keys))
+    elif op == "retarget":
+        strings = [w for w in places if w and isinstance(_get(data, w), str)]
+        if strings:
+            spot = draw(st.sampled_from(strings))
+            choices = st.sampled_from(states) | _names if states else _names
+            _set(data, spot, draw(choices))
+    elif op == "unknown" and isinstance(node, dict):
+        node[draw(_keys)] = draw(_any)
+    elif op == "nest" and where:
+        depth = draw(st.sampled_from([1, 2, 5, 50, 199, 200, 201, 260]))
+        _set(data, where, _wrap(node, depth, draw(st.sampled_from(["list", "dict"]))))
+    elif op == "shuffle" and isinstance(node, (dict, list)) and len(node) > 1:
+        items = list(node.items()) if isinstance(node, dict) else list(node)
+        order = draw(st.permutations(range(len(items))))
+        if isinstance(node, dict):
+            node.clear()
+            node.update(items[i] for i in order)
+        else:
+            node[:] = [items[i] for i in order]
+    elif op == "huge" and where:
+        size = draw(st.sampled_from([1_000, 1_000, 100_000, 300_000]))
+        _set(data, where, draw(st.sampled_from(["x", "é", "</smllm>", "a\n"])) * size)
+    elif op == "unicode" and where:
+        _set(data, where, draw(st.text(min_size=1, max_size=30)))
+    elif op == "tag":
+        texts = [w for w in places if w and w[-1] in ("text", "description", "kind")]
+        if texts:
+            tag = draw(st.sampled_from(["</smllm>", "</SMLLM>", "</events>", "</instructions>"]))
+            _set(data, draw(st.sampled_from(texts)), f"before {tag} after")
+    elif op == "pattern":
+        pattern = draw(st.sampled_from(PATTERNS) | st.text(max_size=10))
+        spots = [w for w in places if w and w[-1] == "pattern"]
+        if draw(st.booleans()) and spots:
+            _set(data, draw(st.sampled_from(spots)), pattern)
+        elif draw(st.booleans()):
+            meta = data.setdefault("meta", {})
+            if isinstance(meta, dict):
+                inst = meta.setdefault("instance", {})
+                if isinstance(inst, dict):
+                    ref = inst.setdefault("ref", {})
+                    if isinstance(ref, dict):
+                        ref["pattern"] = pattern
+        else:
+            slot = _schema_slot(data, draw(_names), draw(_names))
+            if slot is not None:
+                slot["pattern"] = pattern
+    elif op == "schema":
+        meta = data.get("meta")
+        events = meta.get("events") if isinstance(meta, dict) else None
+        known = list(events) if isinstance(events, dict) else []
+        event = draw(st.sampled_from(known) | _names if known else _names)
+        slot = _schema_slot(data, event, draw(st.sampled_from(["a", "files", "b_2", "ref"])))
+        if slot is not None:
+            for _ in range(draw(st.integers(1, 4))):
+                key, value = draw(st.sampled_from(SCHEMA_BITS))
+                slot[key] = copy.deepcopy(value)
+        params = _get_params(data, event)
+        if params is not None and draw(st.booleans()):
+            key, value = draw(st.sampled_from(SCHEMA_BITS))
+            params[key] = copy.deepcopy(value)
+    elif op == "copy" and where:
+        spot = draw(st.sampled_from(places))
+        if spot and not _inside(spot, where):
+            _set(data, spot, copy.deepcopy(node))
+    elif op == "guard" and states:
+        state = data["states"][draw(st.sampled_from(states))]
+        if isinstance(state, dict):
+            kind = draw(st.sampled_from(["visits", "command", "stateIn", "and", "nope", None]))
+            params = draw(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "state": st.sampled_from(states) | _names,
+                        "atLeast": _scalars,
+                        "run": _scalars | st.lists(_scalars, max_size=3),
+                        "timeoutSecs": _scalars,
+                        "cwd": st.sampled_from(WORDS),
+                        "extra": _scalars,
+                    },
+                )
+            )
+            guard: Any = {"type": kind, "params": params} if draw(st.booleans()) else kind
+            state.setdefault("on", {})
+            if isinstance(state["on"], dict):
+                target = draw(st.sampled_from(states) | _names)
+                state["on"][draw(_names)] = draw(
+                    st.sampled_from(
+                        [
+                            {"target": target, "guard": guard},
+                            [{"target": target, "guard": guard}, target],
+                            [target, {"guard": guard}],
+                        ]
+                    )
+                )
+    elif op == "setref" and where:
+        _set(data, where, draw(st.sampled_from(["setRef", ["setRef"], {"type": "setRef"}])))
+    elif op == "event" and states:
+        state = data["states"][draw(st.sampled_from(states))]
+        if isinstance(state, dict):
+            key = draw(st.sampled_from(["on", "always", "entry", "exit", "meta", "type"]))
+            state[key] = draw(_any)
+
+
+def _get_params(data: Node, event: str) -> dict[str, Any] | None:
+    try:
+        node = data["meta"]["events"][event]["params"]
+    except (KeyError, TypeError, IndexError):
+        return None
+    return node if isinstance(node, dict) else None
+
+
+def _inside(a: Where, b: Where) -> bool:
+    """Whether `a` lies inside (or is) `b`, or `b` inside `a`: copying would change the tree
+    being copied."""
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
+
+
+_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+@st.composite
+def mutated_machines(draw: st.DrawFn) -> tuple[Path, str]:
+    path, text = draw(_seed())
+    data = _seed_data(text)
+    for _ in range(draw(st.integers(1, 5))):
+        mutate(draw, data)
+    try:
+        out = yaml.dump(
+            data,
+            Dumper=_Dumper,
+            sort_keys=False,
+            allow_unicode=draw(st.booleans()),
+            default_flow_style=draw(st.sampled_from([False, None, True])),
+            width=draw(st.sampled_from([80, 10**9])),
+            explicit_start=draw(st.booleans()),
+        )
+    except (RecursionError, ValueError):  # a dumper limit, not the loader's
+        assume(False)
+        raise
+    # big, not slow: a file of megabytes takes seconds (more in the pure-Python composer that
+    # a file which might nest deeply gets), which is no hang
+    assume(len(out) <= 2_000_000)
+    if draw(st.booleans()):  # a repeated key, by text
+        lines = out.splitlines(keepends=True)
+        keyed = [i for i, line in enumerate(lines) if re.match(r"^ *[A-Za-z$][\w$]*:", line)]
+        if keyed:
+            i = draw(st.sampled_from(keyed))
+            lines.insert(i + 1, lines[i])
+            out = "".join(lines)
+    return path, out
+
+
+# -- strategy b: mutate valid machines as bytes ------------------------------------------------
+
+SNIPPETS = (
+    b"\t", b"&a ", b"*a", b"&a", b" *a", b"<<: *a\n", b"---\n", b"...\n", b"--- ",
+    b"%YAML 1.2\n", b"%YAML 1.1\n---\n", b"%TAG !e! tag:e.com,2000:\n", b"\xef\xbb\xbf", b"\x00",
+    b"\xff", b"\xc3\x28", b"\xed\xa0\x80", b"\xe2\x82", b"\xf4\x90\x80\x80", b"\r\n", b"\r",
+    b"\xc2\x85", b"\xe2\x80\xa8", b"{", b"}", b"[", b"]", b"{a: [1, {b: c}], d: e}", b": ",
+    b"- ", b"? ", b"!!str ", b"!!int ", b"!!binary ", b"!!set ", b"!!omap ", b"!foo ", b"! ",
+    b"|", b">-", b"|+2", b"'", b'"', b"#", b"\\", b"~", b"null", b"on", b"\xe3\x80\x80",
+    b"\xf0\x9f\x98\x80", b"e\xcc\x81", b"   ", b"\x1b", b"\x7f", b"\x0c", b"\x0b",
+    b"x: &x [*x]\n", b"a: &b {c: *b}\n", b"0x", b"9" * 5000, b"\"\\ud800\"", b"\"\\x\"",
+)  # fmt: skip
+TEXT_OPS = (
+    "delete-line", "duplicate-line", "swap-lines", "insert-line", "indent", "tab-indent",
+    "flip", "truncate", "insert", "alias", "flow", "bom", "crlf", "breaks", "nul", "latin1",
+)  # fmt: skip
+
+
+def _seed_lines() -> list[bytes]:
+    return [line for p in SEEDS for line in p.read_bytes().splitlines(keepends=True)]
+
+
+_ALL_LINES = _seed_lines()
+
+
+def text_mutate(draw: st.DrawFn, src: bytes) -> bytes:
+    op = draw(st.sampled_from(TEXT_OPS))
+    note(f"text op {op}")
+    lines = src.splitlines(keepends=True) or [b""]
+    i = draw(st.integers(0, len(lines) - 1))
+    if op == "delete-line":
+        del lines[i]
+    elif op == "duplicate-line":
+        lines.insert(i, lines[i])
+    elif op == "swap-lines":
+        j = draw(st.integers(0, len(lines) - 1))
+        lines[i], lines[j] = lines[j], lines[i]
+    elif op == "insert-line":
+        line = draw(st.sampled_from(_ALL_LINES) | st.binary(max_size=30).map(lambda b: b + b"\n"))
+        lines.insert(i, line)
+    elif op == "indent":
+        lines[i] = b" " * draw(st.integers(1, 9)) + lines[i]
+    elif op == "tab-indent":
+        lines[i] = re.sub(rb"^( +)", lambda m: b"\t" * max(1, len(m.group(1)) // 2), lines[i])
+    elif op == "alias":
+        keyed = [k for k, line in enumerate(lines) if re.match(rb"^ *[\w$-]+: +\S", line)]
+        if len(keyed) >= 2:
+            a, b = draw(st.sampled_from(keyed)), draw(st.sampled_from(keyed))
+            lines[a] = re.sub(rb"^( *[\w$-]+: +)", rb"\1&x ", lines[a], count=1)
+            lines[b] = re.sub(rb"^( *[\w$-]+: +).*", rb"\1*x", lines[b], count=1)
+    elif op == "flow":
+        # a block mapping line's value as a flow mapping of the next lines' keys
+        end = min(len(lines), i + draw(st.integers(1, 6)))
+        keys = [
+            m.group(1)
+            for line in lines[i + 1 : end]
+            if (m := re.match(rb"^ *([\w$-]+): *(.*?)\s*$", line))
+        ]
+        flow = b"{" + b", ".join(keys) + b"}"
+        lines[i] = re.sub(rb":\s*$", b": " + flow + b"\n", lines[i])
+        del lines[i + 1 : end]
+    text = b"".join(lines)
+    if op == "flip" and text:
+        k = draw(st.integers(0, len(text) - 1))
+        text = text[:k] + bytes([text[k] ^ draw(st.integers(1, 255))]) + text[k + 1 :]
+    elif op == "truncate":
+        text = text[: draw(st.integers(0, len(text)))]
+    elif op == "insert":
+        k = draw(st.integers(0, len(text)))
+        text = text[:k] + draw(st.sampled_from(SNIPPETS)) + text[k:]
+    elif op == "bom":
+        k = draw(st.sampled_from([0, 0, len(text) // 2]))
+        text = text[:k] + b"\xef\xbb\xbf" + text[k:]
+    elif op == "crlf":
+        text = text.replace(b"\n", b"\r\n")
+    elif op == "breaks":
+        text = text.replace(b"\n", draw(st.sampled_from([b"\r", b"\xc2\x85", b"\xe2\x80\xa8"])))
+    elif op == "nul":
+        k = draw(st.integers(0, len(text)))
+        text = text[:k] + b"\x00" + text[k:]
+    elif op == "latin1":
+        text = text.decode("utf-8", "replace").encode("latin-1", "replace") + "é".encode("latin-1")
+    return text
+
+
+@st.composite
+def mutated_texts(draw: st.DrawFn) -> tuple[Path, bytes]:
+    path = draw(st.sampled_from(SEEDS))
+    src = path.read_bytes()
+    for _ in range(draw(st.integers(1, 4))):
+        src = text_mutate(draw, src)
+    return path, src
+
+
+# -- strategy c: random YAML -------------------------------------------------------------------
+
+
+def _actions(names: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
+    action = st.sampled_from(["setRef", "prompt", "raise"]) | st.fixed_dictionaries(
+        {"type": st.sampled_from(["prompt", "command", "setRef", "log", "x"]) | _scalars},
+        optional={
+            "params": st.fixed_dictionaries(
+                {},
+                optional={
+                    "text": st.sampled_from(WORDS) | _scalars,
+                    "file": st.sampled_from(["prompts/triage.md", "nope.md", "", ".", "/"]),
+                    "run": st.sampled_from(["true", ""]) | st.lists(_scalars, max_size=2),
+                    "timeoutSecs": _scalars,
+                    "cwd": st.sampled_from([".", "..", "nope", ""]),
+                },
+            )
+            | _any
+        },
+    )
+    return action | st.lists(action, max_size=3) | _any
+
+
+@st.composite
+def random_machines(draw: st.DrawFn) -> str:
+    """Random data, more or less shaped like a machine, dumped by yaml.safe_dump."""
+    if draw(st.integers(0, 4)) == 0:  # anything at all
+        data: Any = draw(_any)
+    else:
+        names = draw(st.lists(st.sampled_from(WORDS[:7]) | _names, min_size=1, max_size=6))
+        name = st.sampled_from(names)
+        transition = (
+            name
+            | st.fixed_dictionaries(
+                {},
+                optional={
+                    "target": name | _scalars,
+                    "guard": st.fixed_dictionaries(
+                        {"type": st.sampled_from(["visits", "command", "or"])},
+                        optional={"params": _any},
+                    )
+                    | _any,
+                    "actions": _actions(name),
+                    "reenter": _scalars,
+                    "description": _scalars,
+                },
+            )
+            | _any
+        )
+        transitions = transition | st.lists(transition, max_size=3)
+        state = st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.sampled_from(["final", "parallel", "x"]) | _scalars,
+                "entry": _actions(name),
+                "exit": _actions(name),
+                "on": st.dictionaries(st.sampled_from(WORDS) | _keys, transitions, max_size=3),
+                "always": transitions,
+                "meta": st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "entryPoint": _scalars,
+                        "fallback": _scalars,
+                        "paramDescriptions": _any,
+                    },
+                ),
+                "description": _scalars,
+            },
+        )
+        meta = st.fixed_dictionaries(
+            {"smllm": st.sampled_from([1, 1, 1, 2, "1", True, 1.0])},
+            optional={
+                "instance": _any,
+                "events": st.dictionaries(
+                    _keys,
+                    st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "description": _scalars,
+                            "source": st.sampled_from(["agent", "host", "x"]),
+                            "params": st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "type": st.sampled_from(["object", "string"]),
+                                    "properties": st.dictionaries(
+                                        _keys,
+                                        st.lists(st.sampled_from(SCHEMA_BITS), max_size=3).map(
+                                            lambda bits: copy.deepcopy(dict(bits))
+                                        ),
+                                        max_size=3,
+                                    ),
+                                    "required": st.lists(_keys, max_size=2),
+                                },
+                            ),
+                        },
+                    ),
+                    max_size=3,
+                ),
+                "sharedActions": st.lists(
+                    st.fixed_dictionaries(
+                        {"states": st.lists(name, max_size=3)},
+                        optional={
+                            "entry": _actions(name),
+                            "exit": _actions(name),
+                            "position": st.sampled_from(["before", "after", "x"]),
+                        },
+                    ),
+                    max_size=2,
+                ),
+            },
+        )
+        data = draw(
+            st.fixed_dictionaries(
+                {
+                    "id": st.sampled_from(["m", "a-b_1", "", "a b"]) | _scalars,
+                    "initial": name | _scalars,
+                    "meta": meta | _any,
+                    "states": st.dictionaries(name, state | _any, max_size=6),
+                },
+                optional={"description": _scalars},
+            )
+        )
+        extra = draw(_keys)
+        if extra not in data:
+            data[extra] = draw(_any)
+    try:
+        return yaml.dump(
+            data,
+            Dumper=_Dumper,
+            sort_keys=False,
+            allow_unicode=draw(st.booleans()),
+            default_flow_style=draw(st.sampled_from([False, None, True])),
+        )
+    except (RecursionError, ValueError):
+        assume(False)
+        raise
+
+
+# -- the fuzz tests ----------------------------------------------------------------------------
+
+
+@_fuzz_settings(0.4)
+@given(mutated_machines())
+def test_fuzz_data_mutations(case: tuple[Path, str]) -> None:
+    path, text = case
+    note(text[:3000])
+    fuzz_check(text, path)
+
+
+@_fuzz_settings(0.35)
+@given(mutated_texts())
+def test_fuzz_text_mutations(case: tuple[Path, bytes]) -> None:
+    path, source = case
+    note(repr(source[:3000]))
+    fuzz_check(source, path)
+
+
+@_fuzz_settings(0.25)
+@given(random_machines())
+def test_fuzz_random_yaml(text: str) -> None:
+    note(text[:3000])
+    fuzz_check(text, HERE / "machines" / "random.smllm.yaml")
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda p: p.name)
+def test_seeds_pass_the_property(seed: Path) -> None:
+    # the fuzzer's starting points load cleanly, so that mutations are what breaks them
+    result = check_source(seed.read_bytes(), seed)
+    assert result.machine is not None, [f.text() for f in result.findings]
+
+
+def test_time_limit_catches_a_hang() -> None:
+    if not hasattr(signal, "setitimer"):
+        pytest.skip("no SIGALRM here")
+    with pytest.raises(AssertionError, match="hangs"), time_limit(0.2, "the loop"):
+        while True:
+            time.sleep(0.01)
+
+
+# -- the corpus --------------------------------------------------------------------------------
+
+CORPUS_FILES = sorted(CORPUS.glob("*.smllm.yaml"))
+_CORPUS_NAME = re.compile(r"^[0-9]{3}-[a-z0-9-]+\.smllm\.yaml$")
+
+
+def _corpus_params(check: str) -> list[Any]:
+    out = []
+    for path in CORPUS_FILES:
+        bug = KNOWN_BUGS.get(path.name)
+        marks: list[Any] = []
+        if bug is not None:
+            fails = bug.load if check == "load" else bug.cli
+            if fails is None:  # a hang: the load test shows it, and shows when it's fixed
+                marks.append(pytest.mark.xfail(run=False, reason=f"hangs: {bug.what}"))
+            elif fails and check == "load":
+                marks.append(
+                    pytest.mark.xfail(strict=True, raises=KnownBugFailure, reason=bug.what)
+                )
+            elif fails:
+                marks.append(pytest.mark.xfail(strict=True, reason=bug.what))
+        out.append(pytest.param(path, id=path.name, marks=marks))
+    return out
+
+
+def test_corpus_names() -> None:
+    assert len(CORPUS_FILES) >= 10
+    numbers = [p.name[:3] for p in CORPUS_FILES]
+    assert len(set(numbers)) == len(numbers), "two corpus files share a number"
+    for path in CORPUS_FILES:
+        assert _CORPUS_NAME.match(path.name), path.name
+    assert set(KNOWN_BUGS) <= {p.name for p in CORPUS_FILES}, "KNOWN_BUGS names a missing file"
+
+
+@contextlib.contextmanager
+def memory_cap(extra: int = 1 << 30) -> Iterator[None]:
+    """At most `extra` more bytes of address space in this process while the block runs, so
+    that a machine making smllm read a device such as /dev/zero fails with MemoryError
+    instead of eating the machine (Linux; elsewhere nothing is capped)."""
+    try:
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    cap = used + extra
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+class KnownBugFailure(Exception):
+    """A corpus file failed the way its KNOWN_BUGS entry says (any other failure is a FAIL)."""
+
+
+@pytest.mark.parametrize("path", _corpus_params("load"))
+def test_corpus_load(path: Path) -> None:
+    source = path.read_bytes()
+    bug = KNOWN_BUGS.get(path.name)
+    try:
+        with memory_cap():
+            check_source(source, path, limit=CORPUS_LIMIT_S)
+    except Exception as exc:
+        if bug is not None and re.search(bug.sign, describe(exc), re.DOTALL):
+            raise KnownBugFailure(describe(exc)[:2000]) from None
+        raise
+
+
+def _limits() -> None:
+    """In the child: at most 1 GiB of address space, so reading a device such as /dev/zero
+    ends in MemoryError (exit 2) instead of eating the machine."""
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+def validate_json(path: Path, cwd: Path, env: dict[str, str]) -> Ran:
+    """`smllm validate --json PATH` as conftest's `smllm` runs it, with a memory cap and a
+    shorter timeout: a corpus file may make smllm read without end."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "smllm", "validate", "--json", str(path)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=30,
+            preexec_fn=_limits if sys.platform != "win32" else None,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"smllm validate {path.name} hangs (30 s)") from None
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.parametrize("path", _corpus_params("cli"))
+def test_corpus_cli(path: Path, tmp_path: Path, env: dict[str, str]) -> None:
+    import json
+
+    ran = validate_json(path, tmp_path, env)
+    assert ran.code in (0, 1), f"exit {ran.code}: {ran.err.strip()}"
+    assert ran.err == "", ran.err
+    out = json.loads(ran.out)
+    assert isinstance(out, dict) and ran.out.strip().count("\n") == 0
+    assert set(out) == {"ok", "files", "findings", "counts"}
+    errors = [f for f in out["findings"] if f["level"] == "error"]
+    assert out["ok"] is (ran.code == 0) and out["counts"]["error"] == len(errors)
+    if ran.code == 1:
+        assert errors and all(isinstance(f["line"], int) for f in errors), out["findings"]
+    lines = _line_count(path.read_bytes())
+    for f in out["findings"]:
+        _one_line(f["message"], "message")
+        assert f["line"] is None or 1 <= f["line"] <= lines, f"line out of the file: {f}"
