@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent
 MACHINES = ROOT / "machines"
+
+ALL = ["always", "fallback", "final", "reenter", "visits", "fix"]
 
 
 class Ran(NamedTuple):
@@ -77,3 +80,15 @@ def write_machine(folder: Path, name: str, text: str) -> Path:
         files.append(path.name)
     config.write_text("[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n")
     return path
+
+
+@pytest.fixture
+def every_machine(project: Path) -> Path:
+    """The example project, with every fixture machine listed too."""
+    smllm_dir = project / ".smllm"
+    for name in ALL[:-1]:
+        shutil.copy(MACHINES / f"{name}.smllm.yaml", smllm_dir)
+    shutil.copytree(MACHINES / "fix", smllm_dir, dirs_exist_ok=True)
+    files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
+    (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
+    return project

@@ -9,21 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import MACHINES, smllm
-
-ALL = ["always", "fallback", "final", "reenter", "visits", "fix"]
-
-
-@pytest.fixture
-def every_machine(project: Path) -> Path:
-    """The example project, with every fixture machine listed too."""
-    smllm_dir = project / ".smllm"
-    for name in ALL[:-1]:
-        shutil.copy(MACHINES / f"{name}.smllm.yaml", smllm_dir)
-    shutil.copytree(MACHINES / "fix", smllm_dir, dirs_exist_ok=True)
-    files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
-    (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
-    return project
+from conftest import ALL, smllm
 
 
 def test_text(every_machine: Path, env: dict[str, str]) -> None:

@@ -17,8 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MACHINES, write_machine
-from test_graph import ALL
+from conftest import ALL, write_machine
 
 CHECKER = Path(__file__).resolve().parent / "mermaid"
 NODE = shutil.which("node")
@@ -85,18 +84,6 @@ def assert_matches(result: Result, machine: dict[str, Any], diagram: str) -> Non
     # every state drawn (those without edges too), and none made up from a stray line
     states = {s["name"] for s in machine["states"]}
     assert {label for _, shape, label in result["nodes"] if shape == "rect"} == states, where
-
-
-@pytest.fixture
-def every_machine(project: Path) -> Path:
-    """The example project, with every fixture machine listed too (as in test_graph.py)."""
-    smllm_dir = project / ".smllm"
-    for name in ALL[:-1]:
-        shutil.copy(MACHINES / f"{name}.smllm.yaml", smllm_dir)
-    shutil.copytree(MACHINES / "fix", smllm_dir, dirs_exist_ok=True)
-    files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
-    (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
-    return project
 
 
 def graph(args: list[str], folder: Path, env: dict[str, str]) -> str:
