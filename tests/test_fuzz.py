@@ -133,8 +133,8 @@ KNOWN_BUGS: dict[str, Bug] = {
     ),
     "008-prompt-file-nul.smllm.yaml": Bug(
         "a prompt file path holding NUL raises ValueError (embedded null byte) from open() in "
-        "deep.py _read, which catches only OSError",
-        sign=r"ValueError: embedded null byte @ _read",
+        "deep.py read_text, which catches only OSError",
+        sign=r"ValueError: embedded null byte @ read_text",
     ),
     "009-huge-timeout.smllm.yaml": Bug(
         "a timeoutSecs integer beyond float range raises OverflowError in read_command",
@@ -189,8 +189,8 @@ KNOWN_BUGS: dict[str, Bug] = {
     ),
     "019-prompt-file-dev-zero.smllm.yaml": Bug(
         "a prompt file that never ends (/dev/zero; a FIFO blocks instead) is read whole: "
-        "MemoryError (internal error) or a hang, in deep.py _read and the host's read_prompt",
-        sign=r"MemoryError: .* @ .*_read",
+        "MemoryError (internal error) or a hang, in deep.py read_text and the host's read_prompt",
+        sign=r"MemoryError: .* @ read_text",
     ),
 }
 

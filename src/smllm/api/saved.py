@@ -10,6 +10,7 @@ from ..engine.records import ACTIVE, COMPLETED, INTERRUPTED, PAUSED
 from ..machine.config import Loaded, StoreSpec
 from ..machine.findings import Finding
 from ..machine.model import Machine
+from ..machine.regex import pattern_matches
 from ..store.base import SavedRow, StoreError
 from .stores import open_store
 
@@ -31,9 +32,7 @@ def check_saved(loaded: Loaded) -> list[Finding]:
             try:
                 rows = store.saved()
             finally:
-                close = getattr(store, "close", None)
-                if close is not None:
-                    close()
+                store.close()
         except (StoreError, OSError) as exc:
             findings.append(
                 Finding.make("INS-5", config, f"saved instances weren't checked: {exc}")
@@ -44,8 +43,6 @@ def check_saved(loaded: Loaded) -> list[Finding]:
 
 
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:
-    from ..machine.regex import pattern_matches
-
     out: list[Finding] = []
     orphans: Counter[str] = Counter()
     for row in rows:

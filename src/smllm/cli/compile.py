@@ -29,7 +29,7 @@ def compile_machine(args: Namespace) -> int:
     if not os.path.isfile(path):
         raise Exit(2, f"no file {args.file}")
     result = load_machine_file(path, shown_path(path))
-    findings = sorted(result.findings, key=lambda f: (f.line or 0, f.col or 0, f.rule, f.message))
+    findings = sorted(result.findings, key=lambda f: f.in_file_order())
     lines = finding_lines(findings, info=False)
     if lines:
         sys.stderr.write("\n".join(lines) + "\n")

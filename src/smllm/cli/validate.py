@@ -41,36 +41,23 @@ def finding_lines(findings: list[Finding], info: bool) -> list[str]:
 
 
 def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
-    """validate only: each config's `[idle] on-enter` file must be readable (CFG-9), and its
-    text must not close smllm's block (AGT-1). At run time a missing file is `Prompt failed`."""
-    from ..machine.config import place_in_config, read_config
-    from ..machine.deep import closing_tag
+    """The validate-only checks of each config's `[idle] on-enter` (CFG-9, AGT-1)."""
+    from ..machine.config import config_finding, read_config
+    from ..machine.deep import idle_problems
 
     out: list[Finding] = []
     for path in configs:
         if not os.path.isfile(path):
             continue
         cfg = read_config(path, "")
-        idle = cfg.idle
-        if idle is None or not cfg.ok:
+        if cfg.idle is None or not cfg.ok:
             continue
-        key = ("idle", "on-enter", "text" if idle.file is None else "file")
-        found: list[tuple[str, str]] = []  # (rule, message)
-        text = idle.text
-        if idle.file is not None:
-            try:
-                with open(idle.file, "rb") as f:
-                    text = f.read().decode("utf-8")
-            except FileNotFoundError:
-                found.append(("CFG-9", f"no prompt file {idle.shown}"))
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror
-                found.append(("CFG-9", f"prompt file {idle.shown}: {reason}"))
-        tag = closing_tag(text or "")
-        if tag is not None:
-            message = f"prompt text contains {tag}, which would close smllm's block"
-            found.append(("AGT-1", message))
-        out += place_in_config(path, [Finding.make(r, path, m, path=key) for r, m in found])
+        at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
+        problems = idle_problems(cfg.idle)
+        if problems:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+            out += [config_finding(path, text, rule, msg, at) for rule, msg in problems]
     return out
 
 
@@ -123,9 +110,7 @@ def _shown(finding: Finding, files: list[str]) -> Finding:
 def validate(args: Namespace) -> int:
     files, findings = _collect(args)
     order = {f: i for i, f in enumerate(files)}
-    findings.sort(
-        key=lambda f: (order.get(f.file, len(order)), f.line or 0, f.col or 0, f.rule, f.message)
-    )
+    findings.sort(key=lambda f: (order.get(f.file, len(order)), *f.in_file_order()))
     shown = [_shown(f, files) for f in findings]
     count = {level: sum(f.level == level for f in shown) for level in ("error", "warning", "info")}
     if args.json:

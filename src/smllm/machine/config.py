@@ -10,7 +10,7 @@ import os
 import re
 
 from ..record import Record
-from .findings import Finding
+from .findings import Finding, Path_
 from .model import Machine
 
 __all__ = [
@@ -178,6 +178,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             (_bad("CFG-1", shown, f"not valid TOML: {reason}", line=line, col=col),),
         )
 
+    def bad(rule: str, message: str, at: Path_ | None = None, at_key: bool = False) -> Finding:
+        """A finding at the line and column of its key (`at_key`) or value in the source."""
+        return config_finding(shown, text, rule, message, at, at_key)
+
     allowed = {
         "machines": ("files",),
         "idle": ("on-enter",),
@@ -187,27 +191,27 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     for table, value in data.items():
         if table not in allowed:
             findings.append(
-                _bad(
+                bad(
                     "CFG-2",
-                    shown,
                     f"unknown key {table} (allowed: " + ", ".join(allowed) + ")",
                     (table,),
+                    at_key=True,
                 )
             )
             continue
         if not isinstance(value, dict):
-            findings.append(_bad("CFG-2", shown, f"{table} must be a table", (table,)))
+            findings.append(bad("CFG-2", f"{table} must be a table", (table,)))
             continue
         if table == "harness":
             continue
         for key in value:
             if key not in allowed[table]:
                 findings.append(
-                    _bad(
+                    bad(
                         "CFG-2",
-                        shown,
                         f"unknown key {table}.{key} (allowed: " + ", ".join(allowed[table]) + ")",
                         (table, key),
+                        at_key=True,
                     )
                 )
 
@@ -219,7 +223,7 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     )
     if not isinstance(raw_files, list) or not all(isinstance(x, str) for x in raw_files):
         findings.append(
-            _bad("CFG-2", shown, "machines.files must be a list of paths", ("machines", "files"))
+            bad("CFG-2", "machines.files must be a list of paths", ("machines", "files"))
         )
         raw_files = []
     seen: set[str] = set()
@@ -227,9 +231,8 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         full = os.path.normpath(os.path.join(folder, entry))
         if full in seen:
             findings.append(
-                _bad(
+                bad(
                     "CFG-12",
-                    shown,
                     f"{entry} is listed twice; it is loaded once",
                     ("machines", "files", index),
                 )
@@ -237,9 +240,7 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             continue
         seen.add(full)
         if not os.path.isfile(full):
-            findings.append(
-                _bad("CFG-3", shown, f"no machine file {entry}", ("machines", "files", index))
-            )
+            findings.append(bad("CFG-3", f"no machine file {entry}", ("machines", "files", index)))
             continue
         files.append((full, entry))
 
@@ -254,9 +255,8 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             or not isinstance(next(iter(value.values())), str)
         ):
             findings.append(
-                _bad(
+                bad(
                     "CFG-9",
-                    shown,
                     "on-enter needs exactly one of text or file",
                     ("idle", "on-enter"),
                 )
@@ -274,25 +274,21 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         given = [k for k in ("dir", "url", "url-env") if k in state_t]
         for key in ("dir", "url", "url-env", "namespace"):
             if key in state_t and not isinstance(state_t[key], str):
-                findings.append(
-                    _bad("CFG-2", shown, f"state.{key} must be a string", ("state", key))
-                )
+                findings.append(bad("CFG-2", f"state.{key} must be a string", ("state", key)))
                 given = []
         namespace = state_t.get("namespace", "default")
         if len(given) > 1:
             findings.append(
-                _bad(
+                bad(
                     "CFG-10",
-                    shown,
                     "give only one of state.dir, state.url and state.url-env",
                     ("state",),
                 )
             )
         elif "namespace" in state_t and not (set(given) & {"url", "url-env"}):
             findings.append(
-                _bad(
+                bad(
                     "CFG-10",
-                    shown,
                     "state.namespace goes with url or url-env",
                     ("state", "namespace"),
                 )
@@ -304,15 +300,14 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         elif given == ["url"]:
             if not str(state_t["url"]).startswith(("postgresql://", "postgres://")):
                 findings.append(
-                    _bad("CFG-10", shown, "state.url must be a postgresql:// URL", ("state", "url"))
+                    bad("CFG-10", "state.url must be a postgresql:// URL", ("state", "url"))
                 )
             store = StoreSpec("url", state_t["url"], str(namespace))
         elif given == ["url-env"]:
             if not os.environ.get(state_t["url-env"]):
                 findings.append(
-                    _bad(
+                    bad(
                         "CFG-10",
-                        shown,
                         f"state.url-env names {state_t['url-env']}, which is unset or empty",
                         ("state", "url-env"),
                     )
@@ -325,20 +320,19 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         for name, table in harness_t.items():
             if name not in HARNESS_PARTS:
                 findings.append(
-                    _bad(
+                    bad(
                         "CFG-11",
-                        shown,
                         f"no harness {name} (claude, codex, copilot, opencode, agents)",
                         ("harness", name),
+                        at_key=True,
                     )
                 )
                 continue
             parts = table.get("without", []) if isinstance(table, dict) else None
             if not isinstance(parts, list):
                 findings.append(
-                    _bad(
+                    bad(
                         "CFG-2",
-                        shown,
                         f"harness.{name}.without must be a list",
                         ("harness", name, "without"),
                     )
@@ -347,9 +341,8 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             for index, part in enumerate(parts):
                 if part not in HARNESS_PARTS[name]:
                     findings.append(
-                        _bad(
+                        bad(
                             "CFG-11",
-                            shown,
                             f"{name} has no part {part} (parts: "
                             + ", ".join(HARNESS_PARTS[name])
                             + ")",
@@ -357,33 +350,22 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                         )
                     )
             without[name] = tuple(str(p) for p in parts)
-    return ConfigFile(path, tuple(files), idle, store, without, _placed(findings, text))
+    return ConfigFile(path, tuple(files), idle, store, without, tuple(findings))
 
 
-def place_in_config(path: str, findings: list[Finding]) -> tuple[Finding, ...]:
-    """`findings` about the config at `path`, placed at their nodes' lines and columns."""
-    try:
-        with open(path, "rb") as f:
-            return _placed(findings, f.read().decode("utf-8", "replace"))
-    except OSError:
-        return tuple(findings)
+def config_finding(
+    shown: str, text: str, rule: str, message: str, at: Path_ | None, at_key: bool = False
+) -> Finding:
+    """A finding about the config `shown` whose source is `text`, at its node's line and
+    column: the key (`at_key`, for unknown keys) or the value."""
+    line = col = None
+    if at:
+        from .tomlpos import toml_position
 
-
-def _placed(findings: list[Finding], text: str) -> tuple[Finding, ...]:
-    """The findings, each at the line and column of its key or value in the TOML source."""
-    from .tomlpos import toml_position
-
-    out = []
-    for f in findings:
-        if f.line is None and f.path:
-            steps = re.findall(r"\[(\d+)\]|([^.\[\]]+)", f.path)
-            path = tuple(int(i) if i else k for i, k in steps)
-            at_key = f.message.startswith(("unknown key", "no harness"))
-            pos = toml_position(text, path, at_key)
-            if pos is not None:
-                f = f._replace(line=pos[0], col=pos[1])
-        out.append(f)
-    return tuple(out)
+        pos = toml_position(text, at, at_key)
+        if pos is not None:
+            line, col = pos
+    return Finding.make(rule, shown, message, path=at, line=line, col=col)
 
 
 def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:

@@ -13,10 +13,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from .config import IdlePrompt
+
     Add = Callable[..., None]
     Path_ = tuple[str | int, ...]
 
-__all__ = ["CLOSING_TAGS", "check_files", "closing_tag"]
+__all__ = ["CLOSING_TAGS", "check_files", "closing_tag", "idle_problems", "read_text"]
 
 #: agent-text.md §1: author text holding one of these would close smllm's block (AGT-1)
 CLOSING_TAGS = ("</smllm>", "</instructions>", "</events>")
@@ -28,7 +30,7 @@ def closing_tag(text: str) -> str | None:
     return next((tag for tag in CLOSING_TAGS if tag in low), None)
 
 
-def _read(path: str) -> tuple[str | None, str | None]:
+def read_text(path: str) -> tuple[str | None, str | None]:
     """(text, problem) of a file; problem "missing" when it doesn't exist."""
     try:
         with open(path, "rb") as f:
@@ -55,7 +57,7 @@ def check_files(
             continue
         assert action.file is not None
         reads.append(action.file)
-        text, problem = _read(action.file)
+        text, problem = read_text(action.file)
         if problem == "missing":
             add("MCH-11", path, f"no prompt file {action.file_shown}")
         elif problem is not None:
@@ -67,7 +69,7 @@ def check_files(
         implied = None
         if state.implied_prompt is not None:
             reads.append(state.implied_prompt)
-            implied, _problem = _read(state.implied_prompt)
+            implied, _problem = read_text(state.implied_prompt)
             if implied is not None:
                 texts.append((("states", name), implied, True))
         shared = [a for s in machine.shared if name in s.states for a in s.entry]
@@ -89,3 +91,21 @@ def check_files(
         if not os.path.isdir(cwd):
             add("MCH-19", path, f"cwd {os.path.relpath(cwd, folder)} doesn't exist")
     return reads
+
+
+def idle_problems(idle: IdlePrompt) -> list[tuple[str, str]]:
+    """(rule, message) of a config's `[idle] on-enter`, for validate only: its file must be
+    readable (CFG-9) and its text must not close smllm's block (AGT-1). At run time a missing
+    file is `Prompt failed`, so it never keeps a config from loading."""
+    out = []
+    text = idle.text
+    if idle.file is not None:
+        text, problem = read_text(idle.file)
+        if problem == "missing":
+            out.append(("CFG-9", f"no prompt file {idle.shown}"))
+        elif problem is not None:
+            out.append(("CFG-9", f"prompt file {idle.shown}: {problem}"))
+    tag = closing_tag(text or "")
+    if tag is not None:
+        out.append(("AGT-1", f"prompt text contains {tag}, which would close smllm's block"))
+    return out

@@ -144,6 +144,10 @@ class Finding(Record):
             hint if hint is not None else HINTS.get(rule),
         )
 
+    def in_file_order(self) -> tuple[int, int, str, str]:
+        """validation.md §3's order within one file: line, column, rule id, message."""
+        return (self.line or 0, self.col or 0, self.rule, self.message)
+
     def location(self) -> str:
         """`FILE:LINE:COL` as the loader's error lines and `validate` print it."""
         if self.line is None:

@@ -248,10 +248,9 @@ class _Builder:
             defs = None
             if edata.get("params") is not None and name not in BUILTIN_EVENTS:
                 specs, defs, problems = read_params(edata["params"])
-                for sub, rule, message in problems:
-                    # an unknown keyword is found at its key, like every unknown key
-                    unknown = message.endswith(" keyword") or message.startswith("params can't")
-                    self.add(rule, (*path, "params", *sub), message, at_key=unknown)
+                for problem in problems:
+                    where = (*path, "params", *problem.path)
+                    self.add(problem.rule, where, problem.message, at_key=problem.at_key)
                 seen: dict[str, str] = {}
                 for spec in specs:
                     env = env_name(spec.name)

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from .load import normalise_prompt
-from .model import DEFAULT_TIMEOUT_SECS
+from .model import BUILTIN_EVENTS, DEFAULT_TIMEOUT_SECS
 
 __all__ = ["NormalFormError", "dump_normal", "normal_form"]
 
@@ -100,8 +100,6 @@ class _Normaliser:
 
     @staticmethod
     def event(name: str, data: Data) -> Data:
-        from .model import BUILTIN_EVENTS
-
         if name in BUILTIN_EVENTS:  # only a description is allowed (AGT-2)
             return _present([("description", data.get("description"))])
         return _present(
@@ -212,13 +210,13 @@ class _Normaliser:
 
     @staticmethod
     def read(path: str, missing_ok: bool = False) -> str | None:
-        try:
-            with open(path, "rb") as f:  # bytes: a lone CR stays, as the engine reads it
-                return normalise_prompt(f.read().decode("utf-8"))
-        except FileNotFoundError:
-            if missing_ok:
-                return None
-            raise NormalFormError(f"no prompt file {path}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = "not UTF-8" if isinstance(exc, UnicodeDecodeError) else exc.strerror
-            raise NormalFormError(f"prompt file {path}: {reason}") from None
+        from .deep import read_text
+
+        text, problem = read_text(path)  # bytes decoded: a lone CR stays, as the engine reads it
+        if problem == "missing" and missing_ok:
+            return None
+        if problem == "missing":
+            raise NormalFormError(f"no prompt file {path}")
+        if problem is not None:
+            raise NormalFormError(f"prompt file {path}: {problem}")
+        return normalise_prompt(text or "")

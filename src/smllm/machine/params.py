@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..record import Record
 from .model import ParamSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -103,7 +104,14 @@ _SCHEMA_ONE = frozenset(
     }
 )
 
-Problem = tuple[tuple[str | int, ...], str, str]  # (path inside params, rule, message)
+
+class Problem(Record):
+    """A finding inside a params object, at its value or, for an unknown key, at the key."""
+
+    path: tuple[str | int, ...]  # inside the params object
+    rule: str
+    message: str
+    at_key: bool = False
 
 
 def env_name(param: str) -> str:
@@ -118,10 +126,12 @@ def _walk_keywords(schema: Any, path: tuple[str | int, ...], out: list[Problem])
     for key, value in schema.items():
         sub = (*path, key)
         if key not in _KEYWORDS:
-            out.append((sub, "EVT-1", f"{key} is not a JSON Schema 2020-12 keyword"))
+            out.append(Problem(sub, "EVT-1", f"{key} is not a JSON Schema 2020-12 keyword", True))
         elif key == "$ref":
             if not isinstance(value, str) or not value.startswith("#/$defs/"):
-                out.append((sub, "EVT-1", f"$ref {value} must point inside params (#/$defs/…)"))
+                out.append(
+                    Problem(sub, "EVT-1", f"$ref {value} must point inside params (#/$defs/…)")
+                )
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, item in value.items():
                 _walk_keywords(item, (*sub, name), out)
@@ -144,7 +154,7 @@ def _check_pattern(pattern: str, path: tuple[str | int, ...], out: list[Problem]
     try:
         compile_pattern(pattern)
     except PatternError as exc:
-        out.append((path, "EVT-2", f"bad pattern {pattern}: {exc.reason}"))
+        out.append(Problem(path, "EVT-2", f"bad pattern {pattern}: {exc.reason}"))
 
 
 def _is_plain_string(schema: dict[str, Any]) -> tuple[bool, bool]:
@@ -196,33 +206,40 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
     """Read one `params` object: its specs in declaration order, its $defs, its problems."""
     problems: list[Problem] = []
     if not isinstance(params, dict):
-        return (), None, [((), "EVT-1", "params must be a mapping (a JSON Schema object)")]
+        return (), None, [Problem((), "EVT-1", "params must be a mapping (a JSON Schema object)")]
     for key in params:
         if key not in _PARAMS_KEYS:
             problems.append(
-                (
+                Problem(
                     (key,),
                     "EVT-1",
                     f"params can't have {key} (allowed: type, "
                     "properties, required, $defs); the params object is always closed",
+                    at_key=True,
                 )
             )
     if params.get("type", "object") != "object":
-        problems.append((("type",), "EVT-1", "params type must be object"))
+        problems.append(Problem(("type",), "EVT-1", "params type must be object"))
     props = params.get("properties") or {}
     required = params.get("required") or []
     defs = params.get("$defs")
     if not isinstance(props, dict):
-        return (), None, [*problems, (("properties",), "EVT-1", "properties must be a mapping")]
+        return (
+            (),
+            None,
+            [*problems, Problem(("properties",), "EVT-1", "properties must be a mapping")],
+        )
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        problems.append((("required",), "EVT-1", "required must be a list of param names"))
+        problems.append(Problem(("required",), "EVT-1", "required must be a list of param names"))
         required = []
     if defs is not None and not isinstance(defs, dict):
-        problems.append((("$defs",), "EVT-1", "$defs must be a mapping"))
+        problems.append(Problem(("$defs",), "EVT-1", "$defs must be a mapping"))
         defs = None
     for index, name in enumerate(required):
         if name not in props:
-            problems.append((("required", index), "EVT-3", f"required param {name} isn't declared"))
+            problems.append(
+                Problem(("required", index), "EVT-3", f"required param {name} isn't declared")
+            )
     from .schema import NAME_PATTERNS
 
     specs: list[ParamSpec] = []
@@ -230,12 +247,12 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
         path: tuple[str | int, ...] = ("properties", name)
         if not re.search(NAME_PATTERNS["param"], name):
             problems.append(
-                (path, "FMT-7", f"param name {name} must match {NAME_PATTERNS['param']}")
+                Problem(path, "FMT-7", f"param name {name} must match {NAME_PATTERNS['param']}")
             )
             continue
         if not isinstance(schema, dict):
             if not isinstance(schema, bool):
-                problems.append((path, "EVT-1", f"the schema of {name} must be a mapping"))
+                problems.append(Problem(path, "EVT-1", f"the schema of {name} must be a mapping"))
                 continue
             schema = {} if schema else {"not": {}}
         _walk_keywords(schema, path, problems)
@@ -254,7 +271,9 @@ def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
     out: list[Problem] = []
     for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
         out.append(
-            (tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}")
+            Problem(
+                tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}"
+            )
         )
     return out
 

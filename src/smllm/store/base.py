@@ -8,6 +8,7 @@ Post-state on error, for every `commit_*`: nothing of that commit is written.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from ..engine.records import (
@@ -100,8 +101,6 @@ _STATUSES = ("active", "interrupted", "paused", "completed")
 
 def read_instance(text: str) -> Instance:
     """An instance record checked field by field; ValueError names the first problem."""
-    import json
-
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -148,6 +147,8 @@ class InstanceStore(Protocol):
 
     def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
         """All or nothing; StoreConflict on a stale version, RefTaken on a taken ref."""
+
+    def close(self) -> None: ...
 
     def saved(self) -> list[SavedRow]:
         """Every instance row, each read on its own, in id order (validate's INS rules)."""
