@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -153,3 +154,58 @@ def test_a_broken_or_newer_store(project: Path, env: dict[str, str]) -> None:
     _ok(ran)
     assert (ran.code, ran.out) == (2, "")
     assert ran.err.startswith(f"error: {user_db}: file is not a database")
+
+
+def test_deeply_nested_params_are_refused(project: Path, env: dict[str, str]) -> None:
+    key = _session(project, env)
+    # deeper than Python's json can read: a usage-level error, not "internal error"
+    text = '{"x": ' + "[" * 5000 + "]" * 5000 + "}"
+    ran = smllm(["fire", "--session", key, "enter", "--params", "-"], project, env, text)
+    _ok(ran)
+    assert (ran.code, ran.out) == (1, "")
+    assert ran.err == "error: params must be a JSON object: it nests too deeply\n"
+    # readable, but deeper than a param may nest (jsonschema recurses per level)
+    deep: object = []
+    for _ in range(65):
+        deep = [deep]
+    params = json.dumps({"stateMachine": "dev", "issueId": "GH-1", "x": deep})
+    ran = smllm(["fire", "--session", key, "enter", "--params", "-"], project, env, params)
+    _ok(ran)
+    assert ran.code == 1
+    assert "error: enter params nest more than 64 levels deep" in ran.out
+    assert not (project / ".smllm" / "state").exists()  # nothing was written
+
+
+def test_a_json_param_given_as_text_nested_too_deeply() -> None:
+    from smllm.engine.rules import check_params
+    from smllm.machine.params import read_params
+
+    specs, defs, problems = read_params({"properties": {"files": {"type": "array"}}})
+    assert problems == []
+    for depth in (65, 5000):  # within and past what Python's json reads
+        text = "[" * depth + "]" * depth
+        refusal, _ = check_params("go", specs, defs, (("files", text),))
+        assert refusal == "go param files must be a JSON value: it nests more than 64 levels deep"
+    refusal, checked = check_params("go", specs, defs, (("files", "[" * 64 + "]" * 64),))
+    assert refusal is None and checked["files"] == json.loads("[" * 64 + "]" * 64)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_prompt_files_that_are_no_regular_file_or_too_large(
+    project: Path, env: dict[str, str]
+) -> None:
+    # a FIFO would block the hook that reads it, /dev/zero never ends: both are refused
+    config = project / ".smllm" / "config.toml"
+    for name, make, problem in (
+        ("fifo.md", os.mkfifo, "not a regular file"),
+        ("big.md", lambda p: Path(p).write_bytes(b"x" * (1 << 20 | 1)), "larger than 1 MiB"),
+        ("zero.md", lambda p: os.symlink("/dev/zero", p), "not a regular file"),
+    ):
+        make(str(project / ".smllm" / name))
+        config.write_text(
+            config.read_text().split("[idle]")[0] + f'[idle]\non-enter = {{ file = "{name}" }}\n'
+        )
+        ran = smllm(["session", "new"], project, env)
+        _ok(ran)
+        assert ran.code == 0, ran.err
+        assert f"Prompt failed: {name}: {problem}" in ran.out

@@ -25,7 +25,8 @@ c. random YAML data, shaped like a machine more or less, dumped with `yaml.safe_
 
 The corpus `tests/fuzz_corpus/NNN-name.smllm.yaml` keeps the inputs worth keeping forever:
 every input that once broke the property (a regression fixture), and some that stress the YAML
-layer. Each is checked in-process, and by the real `smllm validate --json` process.
+layer. test_fuzz_corpus.py checks each in-process and by the real `smllm validate --json`
+process; fuzz_property.py holds the property's checks and the list of known, open bugs.
 
 Environment:
   SMLLM_FUZZ_EXAMPLES   examples in all (default 300), split over the three strategies;
@@ -37,394 +38,20 @@ Environment:
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
-import pickle
 import re
-import resource
 import signal
-import subprocess
-import sys
 import time
-import traceback
-from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import pytest
 import yaml
-from conftest import Ran
-from hypothesis import HealthCheck, assume, event, given, note, settings
+from fuzz_property import HERE, SEEDS, check_source, fuzz_check, fuzz_settings, time_limit
+from hypothesis import assume, given, note
 from hypothesis import strategies as st
-from scripted_host import ScriptedHost
 
-import smllm.examples
-from smllm.engine.records import Instance
-from smllm.engine.reply import Header, IdleList, MachineLine, Reply
-from smllm.engine.rules import check_params, state_events
-from smllm.engine.steps import entry_prompts
-from smllm.machine.findings import LEVELS, Finding
-from smllm.machine.load import LoadResult, load_machine_source
-from smllm.machine.model import Command, Machine
-from smllm.machine.regex import pattern_matches
 from smllm.machine.yamltree import load_yaml
-from smllm.text.block import render
-
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE / "fuzz_corpus"
-DEV = Path(smllm.examples.__file__).resolve().parent / "dev" / "dev.smllm.yaml"
-SEEDS: tuple[Path, ...] = (
-    *sorted((HERE / "machines").glob("*.smllm.yaml")),
-    HERE / "machines" / "fix" / "fix.smllm.yaml",
-    DEV,
-)
-SHOWN = "fuzz.smllm.yaml"
-
-TOTAL = int(os.environ.get("SMLLM_FUZZ_EXAMPLES", "300"))
-RANDOM = bool(os.environ.get("SMLLM_FUZZ_RANDOM"))
-CASE_LIMIT_S = float(os.environ.get("SMLLM_FUZZ_CASE_LIMIT", "5"))
-#: corpus files are small: each loads in milliseconds, so a known hang costs little CI time
-CORPUS_LIMIT_S = 2.0
-
-
-class Bug(NamedTuple):
-    """A corpus input that breaks the property today."""
-
-    what: str
-    sign: str  # a regex that `describe()` of the failure matches: the fuzzer tolerates it
-    load: bool = True  # the in-process property fails
-    cli: bool | None = True  # `smllm validate` fails; None: it hangs, so it isn't run
-
-
-#: The corpus inputs that break the property today. Each of their tests is an
-#: xfail(strict=True): when the bug is fixed the test passes, strict fails, and the entry goes.
-KNOWN_BUGS: dict[str, Bug] = {
-    "001-null-transition.smllm.yaml": Bug(
-        "a null transition (`go:` with no value, or `go: [B, ~]`) raises AttributeError in "
-        "load.py read_transitions (validate: internal error, exit 2)",
-        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_transitions",
-    ),
-    "002-null-action-item.smllm.yaml": Bug(
-        "a null item in an action list (entry/exit/actions: `- ` alone) raises AttributeError "
-        "in load.py read_actions",
-        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_actions",
-    ),
-    "003-null-shared-entry.smllm.yaml": Bug(
-        "a null meta.sharedActions entry raises AttributeError in load.py read_shared",
-        sign=r"AttributeError: 'NoneType' object has no attribute 'get' @ read_shared",
-    ),
-    "004-null-param-descriptions.smllm.yaml": Bug(
-        "a null meta.paramDescriptions.EVENT raises TypeError (iterating None) in read_state",
-        sign=r"TypeError: 'NoneType' object is not iterable @ read_state",
-    ),
-    "005-state-type-list.smllm.yaml": Bug(
-        "a list as a state's type raises TypeError (unhashable) in shape.py's enum check",
-        sign=r"TypeError: unhashable type: \S+ @ check <",
-    ),
-    "006-guard-type-list.smllm.yaml": Bug(
-        "a list as a guard's type raises TypeError (unhashable) in shape.py xstate_value",
-        sign=r"TypeError: unhashable type: \S+ @ xstate_value",
-    ),
-    "007-action-type-mapping.smllm.yaml": Bug(
-        "a mapping as an action's type raises TypeError (unhashable) in shape.py xstate_value",
-        sign=r"TypeError: unhashable type: \S+ @ xstate_value",
-    ),
-    "008-prompt-file-nul.smllm.yaml": Bug(
-        "a prompt file path holding NUL raises ValueError (embedded null byte) from open() in "
-        "deep.py read_text, which catches only OSError",
-        sign=r"ValueError: embedded null byte @ read_text",
-    ),
-    "009-huge-timeout.smllm.yaml": Bug(
-        "a timeoutSecs integer beyond float range raises OverflowError in read_command",
-        sign=r"OverflowError: .* @ read_command",
-    ),
-    "010-ref-to-missing-def.smllm.yaml": Bug(
-        "a param `$ref` to a $defs entry that doesn't exist loads without EVT-1; checking the "
-        "param (every fire of the event) raises referencing's PointerToNowhere",
-        cli=False,
-        sign=r"(PointerToNowhere|Unresolvable).* @ .*json_param_errors",
-    ),
-    "011-ref-cycle.smllm.yaml": Bug(
-        "a `$ref` cycle in $defs loads without EVT-1; checking the param raises RecursionError",
-        cli=False,
-        sign=r"RecursionError: .* @ .*json_param_errors",
-    ),
-    "012-deep-param-schema.smllm.yaml": Bug(
-        "a param schema nested ~150+ levels (within YAML's 200) raises RecursionError in "
-        "jsonschema's metaschema check (params.py _metaschema_problems)",
-        sign=r"RecursionError: .* @ .*_metaschema_problems",
-    ),
-    "013-always-paths-exponential.smllm.yaml": Bug(
-        "check_always_loops walks every simple path: a chain of always routers with two "
-        "candidates each takes ~1.7^n steps (26 states: 2 s; this 40-state one: hours)",
-        cli=None,
-        sign=r"hangs.*always_loops",
-    ),
-    "014-deep-nesting-no-line.smllm.yaml": Bug(
-        "FMT-1 `the document is nested too deeply` from the pure-Python composer's "
-        "RecursionError carries no line (yamltree.py _load)",
-        sign=r"error without a line: .*nested too deeply",
-    ),
-    "015-error-past-end-of-file.smllm.yaml": Bug(
-        "FMT-1 at the end of a file without a final line break points one line past the end "
-        "(line 3 of a 2-line file)",
-        sign=r"line out of the file: Finding\(rule='FMT-1'",
-    ),
-    "016-line-break-in-name.smllm.yaml": Bug(
-        "names are echoed raw: a quoted key with a line break (or U+2028, \\x1e) makes the "
-        "message, the path and validate's one-line finding span lines",
-        sign=r"spans lines",
-    ),
-    "017-nan-timeout.smllm.yaml": Bug(
-        "timeoutSecs: .nan is accepted (`nan <= 0` is false); the spec wants a number > 0",
-        cli=False,
-        sign=r"timeoutSecs \S+ was accepted",
-    ),
-    "018-kind-with-line-break.smllm.yaml": Bug(
-        "meta.instance.kind with a line break is accepted; the spec says a single-line string",
-        cli=False,
-        sign=r"kind .* is not one non-empty line",
-    ),
-    "019-prompt-file-dev-zero.smllm.yaml": Bug(
-        "a prompt file that never ends (/dev/zero; a FIFO blocks instead) is read whole: "
-        "MemoryError (internal error) or a hang, in deep.py read_text and the host's read_prompt",
-        sign=r"MemoryError: .* @ read_text",
-    ),
-}
-
-_RULE = re.compile(r"^(FMT|MCH|EVT|AGT)-[0-9]+$")
-_BREAKS = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
-_TAGS = ("</smllm>", "</instructions>", "</events>")
-
-
-def _fuzz_settings(share: float) -> settings:
-    return settings(
-        max_examples=max(1, round(TOTAL * share)),
-        deadline=None,  # the per-case limit below is the hang check: CI machines are slow
-        derandomize=not RANDOM,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=True,
-    )
-
-
-# -- the property ------------------------------------------------------------------------------
-
-
-class _Hang(BaseException):
-    """Raised by the alarm; a BaseException so no `except Exception` in the loader eats it."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float, what: str) -> Iterator[None]:
-    """Fail (AssertionError) when the block runs longer than `seconds`, even if it never
-    returns: SIGALRM interrupts it where the platform has one."""
-    has_alarm = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
-
-    def alarm(signum: int, frame: object) -> None:
-        raise _Hang
-
-    previous: Any = None
-    if has_alarm:
-        previous = signal.signal(signal.SIGALRM, alarm)
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-    start = time.perf_counter()
-    try:
-        yield
-    except _Hang as hang:
-        where = _frames(hang.__traceback__)
-        raise AssertionError(
-            f"{what} hangs: still running after {seconds:g} s, in {where}"
-        ) from None
-    finally:
-        if has_alarm:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
-    elapsed = time.perf_counter() - start
-    assert elapsed < seconds, f"{what} took {elapsed:.1f} s (limit {seconds:g} s)"
-
-
-def _frames(tb: TracebackType | None) -> str:
-    """smllm's functions in a traceback, innermost first: `read_state < structure < …`."""
-    names = [
-        f.name
-        for f in traceback.extract_tb(tb)
-        if "/smllm/" in f.filename.replace("\\", "/") and "/tests/" not in f.filename
-    ]
-    return " < ".join(reversed(names))
-
-
-def describe(exc: BaseException) -> str:
-    """`TYPE: MESSAGE @ innermost < … < outermost` smllm function: what `Bug.sign` matches."""
-    return f"{type(exc).__name__}: {exc} @ {_frames(exc.__traceback__)}"
-
-
-def known_bug(exc: BaseException) -> str | None:
-    """The KNOWN_BUGS file whose sign the failure matches, if any."""
-    text = describe(exc)
-    for name, bug in KNOWN_BUGS.items():
-        if re.search(bug.sign, text, re.DOTALL):
-            return name
-    return None
-
-
-def _line_count(source: bytes | str) -> int:
-    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    return len(_BREAKS.findall(text)) + 1
-
-
-def _one_line(value: str, what: str) -> None:
-    assert isinstance(value, str), f"{what} is not a str: {value!r}"
-    assert len(value.splitlines()) <= 1 and "\n" not in value, f"{what} spans lines: {value!r}"
-
-
-def check_finding(f: Finding, lines: int) -> None:
-    assert isinstance(f, Finding)
-    str(f), repr(f)
-    assert _RULE.match(f.rule), f"unexpected rule {f.rule!r} for one machine file"
-    assert f.level == LEVELS.get(f.rule, "error"), f"{f.rule} has level {f.level}"
-    _one_line(f.message, "message")
-    assert f.message.strip(), f"empty message for {f.rule}"
-    if f.path is not None:
-        _one_line(f.path, "path")
-    if f.hint is not None:
-        _one_line(f.hint, "hint")
-    _one_line(f.text(), "the finding's text")
-    if f.level == "error":
-        assert f.line is not None, f"error without a line: {f.text()}"
-    if f.line is not None:
-        assert isinstance(f.line, int) and 1 <= f.line <= lines, f"line out of the file: {f}"
-    if f.col is not None:
-        assert f.line is not None and isinstance(f.col, int) and f.col >= 1, f"bad column: {f}"
-
-
-def check_result(result: LoadResult, source: bytes | str) -> None:
-    assert isinstance(result, LoadResult)
-    assert isinstance(result.findings, list)
-    lines = _line_count(source)
-    for f in result.findings:
-        check_finding(f, lines)
-    errors = [f for f in result.findings if f.level == "error"]
-    if result.machine is not None:
-        assert isinstance(result.machine, Machine)
-        assert not errors, f"a machine AND errors: {[f.text() for f in errors]}"
-    else:
-        assert errors, f"no machine but no error: {[f.text() for f in result.findings]}"
-    assert result.top_id is None or isinstance(result.top_id, str)
-    assert all(isinstance(r, str) for r in result.reads)
-
-
-_VALUES: tuple[Any, ...] = ("x", "BUG-1", "[1]", '{"a": 1}', "", 3, 1.5, None, True, ["a"], {})
-
-
-def check_machine(machine: Machine, findings: list[Finding]) -> None:
-    """What the engine relies on in a machine that loaded."""
-    back = pickle.loads(pickle.dumps(machine, protocol=pickle.HIGHEST_PROTOCOL))
-    assert back.id == machine.id and list(back.states) == list(machine.states)
-    states = machine.states
-    assert machine.initial in states
-    assert machine.fallback is None or not states[machine.fallback].final
-    for shared in machine.shared:
-        assert shared.states <= set(states)
-    if machine.ref.pattern is not None:
-        pattern_matches(machine.ref.pattern, "BUG-1")
-    # machine-format.md §2.3: kind is "a non-empty single-line string"
-    assert machine.kind.strip() and len(machine.kind.splitlines()) == 1, (
-        f"kind {machine.kind!r} is not one non-empty line"
-    )
-    for command in _commands(machine):
-        # §2.8: timeoutSecs is a number > 0 (NaN is not)
-        assert command.timeout > 0, f"timeoutSecs {command.timeout_text} was accepted"
-    tagged = any(f.rule == "AGT-1" for f in findings)
-    host = ScriptedHost(seed=1)
-    line = MachineLine(
-        machine.id,
-        machine.description,
-        machine.kind,
-        machine.ref.param,
-        machine.ref.pattern,
-        machine.ref.description,
-        machine.initial,
-        tuple(machine.entry_points()),
-        machine.host_only(),
-    )
-    idle = render(Reply(Header("sm-fuzz00"), idle=IdleList((line,), None, (), 0)))
-    _one_block(idle, True)
-    for name, state in states.items():
-        for candidates in (*state.on.values(), state.always):
-            for t in candidates:
-                assert t.target is None or t.target in states
-                if t.guard is not None and t.guard.kind == "visits":
-                    assert t.guard.state in states and t.guard.at_least >= 1
-        if state.final:
-            continue
-        inst = Instance(
-            "i-fuzz00", machine.id, None, name, "active", "sm-fuzz00", None, 1, {name: 1},
-            name, "2026-01-01T00:00:00.000000Z", "2026-01-01T00:00:00.000000Z",
-        )  # fmt: skip
-        events = state_events(machine, state, inst, "sm-fuzz00")
-        prompts, _failures = entry_prompts(machine, state, host)
-        header = Header("sm-fuzz00", machine.id, name, 1, machine.kind, inst.label)
-        block = render(Reply(header, instructions=tuple(prompts), events=events))
-        _one_block(block, not tagged)
-        for offered, specs in state.params.items():
-            ev = machine.events.get(offered)
-            defs = ev.defs if ev is not None else None
-            check_params(offered, specs, defs, ())
-            for spec in specs:
-                for value in _VALUES:
-                    refusal, _ = check_params(offered, specs, defs, ((spec.name, value),))
-                    assert refusal is None or isinstance(refusal, str)
-
-
-def _commands(machine: Machine) -> Iterator[Command]:
-    """Every command of the machine's guards and actions."""
-    lists = [a for s in machine.shared for a in (s.entry, s.exit)]
-    for state in machine.states.values():
-        lists += [state.entry, state.exit]
-        for t in (*(t for c in state.on.values() for t in c), *state.always):
-            lists.append(t.actions)
-            if t.guard is not None and t.guard.command is not None:
-                yield t.guard.command
-    for actions in lists:
-        for action in actions:
-            if action.command is not None:
-                yield action.command
-
-
-def _one_block(block: str, exact: bool) -> None:
-    """An smllm block: opens once, closes once, at its ends (author text aside, see AGT-1)."""
-    assert block.startswith("<smllm>\n") and block.endswith("\n</smllm>")
-    if exact:
-        low = block.lower()
-        assert low.count("</smllm>") == 1, block
-        assert low.count("</events>") <= 1 and low.count("</instructions>") <= 1, block
-
-
-def check_source(source: bytes | str, path: Path | str, limit: float = CASE_LIMIT_S) -> LoadResult:
-    """Load `source` as if it were the file at `path` and check the whole property."""
-    with time_limit(limit, "loading"):
-        result = load_machine_source(source, str(path), SHOWN)
-    check_result(result, source)
-    if result.machine is not None:
-        with time_limit(limit, "using the machine"):
-            check_machine(result.machine, result.findings)
-    return result
-
-
-def fuzz_check(source: bytes | str, path: Path | str) -> None:
-    """check_source, tolerating the failures of KNOWN_BUGS (their corpus tests track them),
-    so that the fuzzer stays a gate for new bugs."""
-    try:
-        check_source(source, path)
-    except Exception as exc:
-        bug = known_bug(exc)
-        if bug is None:
-            raise
-        event(f"known bug {bug[:3]}")
-
 
 # -- vocabularies ------------------------------------------------------------------------------
 
@@ -975,7 +602,7 @@ def random_machines(draw: st.DrawFn) -> str:
 # -- the fuzz tests ----------------------------------------------------------------------------
 
 
-@_fuzz_settings(0.4)
+@fuzz_settings(0.4)
 @given(mutated_machines())
 def test_fuzz_data_mutations(case: tuple[Path, str]) -> None:
     path, text = case
@@ -983,7 +610,7 @@ def test_fuzz_data_mutations(case: tuple[Path, str]) -> None:
     fuzz_check(text, path)
 
 
-@_fuzz_settings(0.35)
+@fuzz_settings(0.35)
 @given(mutated_texts())
 def test_fuzz_text_mutations(case: tuple[Path, bytes]) -> None:
     path, source = case
@@ -991,7 +618,7 @@ def test_fuzz_text_mutations(case: tuple[Path, bytes]) -> None:
     fuzz_check(source, path)
 
 
-@_fuzz_settings(0.25)
+@fuzz_settings(0.25)
 @given(random_machines())
 def test_fuzz_random_yaml(text: str) -> None:
     note(text[:3000])
@@ -1011,122 +638,3 @@ def test_time_limit_catches_a_hang() -> None:
     with pytest.raises(AssertionError, match="hangs"), time_limit(0.2, "the loop"):
         while True:
             time.sleep(0.01)
-
-
-# -- the corpus --------------------------------------------------------------------------------
-
-CORPUS_FILES = sorted(CORPUS.glob("*.smllm.yaml"))
-_CORPUS_NAME = re.compile(r"^[0-9]{3}-[a-z0-9-]+\.smllm\.yaml$")
-
-
-def _corpus_params(check: str) -> list[Any]:
-    out = []
-    for path in CORPUS_FILES:
-        bug = KNOWN_BUGS.get(path.name)
-        marks: list[Any] = []
-        if bug is not None:
-            fails = bug.load if check == "load" else bug.cli
-            if fails is None:  # a hang: the load test shows it, and shows when it's fixed
-                marks.append(pytest.mark.xfail(run=False, reason=f"hangs: {bug.what}"))
-            elif fails and check == "load":
-                marks.append(
-                    pytest.mark.xfail(strict=True, raises=KnownBugFailure, reason=bug.what)
-                )
-            elif fails:
-                marks.append(pytest.mark.xfail(strict=True, reason=bug.what))
-        out.append(pytest.param(path, id=path.name, marks=marks))
-    return out
-
-
-def test_corpus_names() -> None:
-    assert len(CORPUS_FILES) >= 10
-    numbers = [p.name[:3] for p in CORPUS_FILES]
-    assert len(set(numbers)) == len(numbers), "two corpus files share a number"
-    for path in CORPUS_FILES:
-        assert _CORPUS_NAME.match(path.name), path.name
-    assert set(KNOWN_BUGS) <= {p.name for p in CORPUS_FILES}, "KNOWN_BUGS names a missing file"
-
-
-@contextlib.contextmanager
-def memory_cap(extra: int = 1 << 30) -> Iterator[None]:
-    """At most `extra` more bytes of address space in this process while the block runs, so
-    that a machine making smllm read a device such as /dev/zero fails with MemoryError
-    instead of eating the machine (Linux; elsewhere nothing is capped)."""
-    try:
-        with open("/proc/self/statm") as f:
-            used = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    except (OSError, ValueError, AttributeError):
-        yield
-        return
-    cap = used + extra
-    if hard != resource.RLIM_INFINITY:
-        cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-class KnownBugFailure(Exception):
-    """A corpus file failed the way its KNOWN_BUGS entry says (any other failure is a FAIL)."""
-
-
-@pytest.mark.parametrize("path", _corpus_params("load"))
-def test_corpus_load(path: Path) -> None:
-    source = path.read_bytes()
-    bug = KNOWN_BUGS.get(path.name)
-    try:
-        with memory_cap():
-            check_source(source, path, limit=CORPUS_LIMIT_S)
-    except Exception as exc:
-        if bug is not None and re.search(bug.sign, describe(exc), re.DOTALL):
-            raise KnownBugFailure(describe(exc)[:2000]) from None
-        raise
-
-
-def _limits() -> None:
-    """In the child: at most 1 GiB of address space, so reading a device such as /dev/zero
-    ends in MemoryError (exit 2) instead of eating the machine."""
-    with contextlib.suppress(ValueError, OSError):
-        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
-
-
-def validate_json(path: Path, cwd: Path, env: dict[str, str]) -> Ran:
-    """`smllm validate --json PATH` as conftest's `smllm` runs it, with a memory cap and a
-    shorter timeout: a corpus file may make smllm read without end."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "smllm", "validate", "--json", str(path)],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=30,
-            preexec_fn=_limits if sys.platform != "win32" else None,
-        )
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"smllm validate {path.name} hangs (30 s)") from None
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
-
-
-@pytest.mark.parametrize("path", _corpus_params("cli"))
-def test_corpus_cli(path: Path, tmp_path: Path, env: dict[str, str]) -> None:
-    import json
-
-    ran = validate_json(path, tmp_path, env)
-    assert ran.code in (0, 1), f"exit {ran.code}: {ran.err.strip()}"
-    assert ran.err == "", ran.err
-    out = json.loads(ran.out)
-    assert isinstance(out, dict) and ran.out.strip().count("\n") == 0
-    assert set(out) == {"ok", "files", "findings", "counts"}
-    errors = [f for f in out["findings"] if f["level"] == "error"]
-    assert out["ok"] is (ran.code == 0) and out["counts"]["error"] == len(errors)
-    if ran.code == 1:
-        assert errors and all(isinstance(f["line"], int) for f in errors), out["findings"]
-    lines = _line_count(path.read_bytes())
-    for f in out["findings"]:
-        _one_line(f["message"], "message")
-        assert f["line"] is None or 1 <= f["line"] <= lines, f"line out of the file: {f}"

@@ -51,14 +51,11 @@ class SystemHost:
         return CommandResult(result.ok, result.detail)
 
     def read_prompt(self, path: str) -> str | None:
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
+        from ..machine.deep import read_text
+
+        text, problem = read_text(path)
+        if problem == "missing":
             return None
-        except OSError as exc:
-            raise PromptError(exc.strerror or str(exc)) from None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise PromptError("not UTF-8") from None
+        if problem is not None:
+            raise PromptError(problem)
+        return text

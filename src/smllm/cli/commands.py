@@ -125,11 +125,10 @@ states:
 
 
 def new(args: Namespace) -> int:
-    import re
-
+    from ..machine.regex import pattern_matches
     from ..machine.schema import NAME_PATTERNS
 
-    if not re.search(NAME_PATTERNS["machine"], args.id):
+    if not pattern_matches(NAME_PATTERNS["machine"], args.id):
         raise Exit(2, f"machine name {args.id} must match {NAME_PATTERNS['machine']}")
     if not args.write:
         text = machine_template(args.id)
@@ -237,6 +236,8 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
         value = json.loads(text, object_pairs_hook=keep)
     except ValueError as exc:
         raise CallError(f"params must be a JSON object: {exc}") from None
+    except RecursionError:
+        raise CallError("params must be a JSON object: it nests too deeply") from None
     if not isinstance(value, dict):
         raise CallError("params must be an object")
     return tuple(pairs)

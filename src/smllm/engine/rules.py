@@ -54,10 +54,32 @@ NOTE_PARAM = ParamSpec(
 MAX_PARAMS_BYTES = 64 * 1024
 
 
+#: The deepest nesting of a param's value: JSON tools recurse per level (Python's json and
+#: jsonschema fail near 1,000), and no real param nests past a few levels.
+MAX_PARAMS_DEPTH = 64
+
+
+def nests_too_deeply(value: Any) -> bool:
+    """Whether `value` has lists or objects more than MAX_PARAMS_DEPTH levels deep."""
+    level: list[Any] = [value]
+    for _ in range(MAX_PARAMS_DEPTH):
+        level = [
+            v
+            for item in level
+            if isinstance(item, (dict, list))
+            for v in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return False
+    return any(isinstance(item, (dict, list)) for item in level)
+
+
 def too_large(event: str, params: tuple[tuple[str, Any], ...]) -> str | None:
-    """The refusal of params whose JSON text exceeds MAX_PARAMS_BYTES, or None."""
+    """The refusal of params nested too deeply or whose JSON text exceeds MAX_PARAMS_BYTES."""
     if not params:
         return None
+    if any(nests_too_deeply(v) for _, v in params):
+        return f"{event} params nest more than {MAX_PARAMS_DEPTH} levels deep"
     size = len(json.dumps([list(p) for p in params], ensure_ascii=False).encode("utf-8"))
     if size <= MAX_PARAMS_BYTES:
         return None
@@ -178,9 +200,14 @@ def _no_constant(name: str) -> Any:
 def parse_json_text(text: str) -> tuple[bool, Any]:
     """Exactly one JSON value: NaN, Infinity and repeated object keys are rejected."""
     try:
-        return True, json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except ValueError as exc:
         return False, str(exc)
+    except RecursionError:  # past what Python's json reads, so far past the limit too
+        return False, f"it nests more than {MAX_PARAMS_DEPTH} levels deep"
+    if nests_too_deeply(value):
+        return False, f"it nests more than {MAX_PARAMS_DEPTH} levels deep"
+    return True, value
 
 
 def check_params(

@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     Add = Callable[..., None]
     Path_ = tuple[str | int, ...]
 
-__all__ = ["CLOSING_TAGS", "check_files", "closing_tag", "idle_problems", "read_text"]
+__all__ = [
+    "CLOSING_TAGS",
+    "MAX_PROMPT_BYTES",
+    "check_files",
+    "closing_tag",
+    "idle_problems",
+    "read_text",
+]
 
 #: agent-text.md §1: author text holding one of these would close smllm's block (AGT-1)
 CLOSING_TAGS = ("</smllm>", "</instructions>", "</events>")
@@ -30,15 +37,36 @@ def closing_tag(text: str) -> str | None:
     return next((tag for tag in CLOSING_TAGS if tag in low), None)
 
 
+#: the largest prompt file read: a prompt is read into the agent's context on every entry
+MAX_PROMPT_BYTES = 1 << 20
+
+
 def read_text(path: str) -> tuple[str | None, str | None]:
-    """(text, problem) of a file; problem "missing" when it doesn't exist."""
+    """(text, problem) of a prompt file; problem "missing" when it doesn't exist.
+
+    Only a regular file of at most MAX_PROMPT_BYTES is read: `/dev/zero` never ends and a FIFO
+    would block the hook that reads it (O_NONBLOCK opens a FIFO without waiting)."""
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None, "missing"
     except OSError as exc:
         return None, exc.strerror or str(exc)
+    except ValueError:  # a NUL in the path: no file can have that name
+        return None, "missing"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not a regular file"
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_PROMPT_BYTES + 1)
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_PROMPT_BYTES:
+        return None, f"larger than {MAX_PROMPT_BYTES >> 20} MiB"
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:

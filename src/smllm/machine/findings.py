@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 from ..record import Record
 
-__all__ = ["HINTS", "Finding", "format_path"]
+__all__ = ["HINTS", "Finding", "format_path", "one_line"]
 
 Path_ = tuple[str | int, ...]
 
@@ -109,6 +111,15 @@ def format_path(path: Path_) -> str:
     return "".join(out)
 
 
+#: line breaks and other control characters: a finding is one line, whatever a name holds
+_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\n`, `\\x00`, `\\u2028`)."""
+    return _CONTROLS.sub(lambda m: ascii(m.group())[1:-1], text)
+
+
 class Finding(Record):
     """One finding of a check, at `file:line:col` of the node that is wrong."""
 
@@ -133,15 +144,16 @@ class Finding(Record):
         col: int | None = None,
         hint: str | None = None,
     ) -> Finding:
+        hint = hint if hint is not None else HINTS.get(rule)
         return cls(
             rule,
             LEVELS.get(rule, "error"),
-            file,
+            one_line(file),
             line,
             col,
-            format_path(path) if path else None,
-            message,
-            hint if hint is not None else HINTS.get(rule),
+            one_line(format_path(path)) if path else None,
+            one_line(message),
+            one_line(hint) if hint is not None else None,
         )
 
     def in_file_order(self) -> tuple[int, int, str, str]:

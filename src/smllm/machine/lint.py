@@ -3,6 +3,8 @@ EVT-12, AGT-3, AGT-4). They run on every load; only `smllm validate` prints them
 
 from __future__ import annotations
 
+from collections import deque
+
 from .model import BUILTIN_EVENTS, Machine, State
 
 TYPE_CHECKING = False
@@ -117,8 +119,11 @@ def _reachability(machine: Machine, add: Add) -> None:
 
 
 def always_loops(states: dict[str, State]) -> list[tuple[str, list[str]]]:
-    """MCH-4: each loop of `always` edges once, as (its first state in file order, the loop).
-    An always transition to its own state is MCH-5's, not a loop."""
+    """MCH-4: the loops of `always` edges, as (its first state in file order, the loop).
+
+    Each state on a loop that no earlier finding walked through starts one finding: the
+    shortest loop back to it, found breadth-first (linear; a walk of every path is exponential
+    in a chain of routers). An always transition to its own state is MCH-5's, not a loop."""
     edges = {
         n: [t.target for t in s.always if t.target in states and t.target != n]
         for n, s in states.items()
@@ -128,17 +133,24 @@ def always_loops(states: dict[str, State]) -> list[tuple[str, list[str]]]:
     for start in states:
         if start in reported:
             continue
-        stack: list[tuple[str, list[str]]] = [(start, [start])]
-        while stack:
-            node, trail = stack.pop()
-            for nxt in edges.get(node, []):
-                if nxt is None:
-                    continue
+        parent: dict[str, str] = {}
+        queue = deque([start])
+        loop: list[str] | None = None
+        while queue and loop is None:
+            node = queue.popleft()
+            for nxt in edges[node]:
+                assert nxt is not None  # `in states` above
                 if nxt == start:
-                    found.append((start, [*trail, start]))
-                    reported.update(trail)
-                    stack.clear()
+                    loop = [start]
+                    while node != start:
+                        loop.append(node)
+                        node = parent[node]
+                    loop = [start, *reversed(loop[1:]), start]
                     break
-                if nxt not in trail:
-                    stack.append((nxt, [*trail, nxt]))
+                if nxt not in parent:
+                    parent[nxt] = node
+                    queue.append(nxt)
+        if loop is not None:
+            found.append((start, loop))
+            reported.update(loop)
     return found

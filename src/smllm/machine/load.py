@@ -15,6 +15,7 @@ from .findings import Finding
 from .model import (
     BUILTIN_EVENTS,
     DEFAULT_TIMEOUT_SECS,
+    MAX_TIMEOUT_SECS,
     Action,
     Command,
     EventDef,
@@ -73,11 +74,11 @@ def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResul
         )
     builder = _Builder(doc, path, shown)
     machine = builder.build()
-    top = doc.data.get("id")
+    top = builder.data.get("id")
     top_id = top if isinstance(top, str) else None
     at = doc.value_pos.get(("id",))
     id_at = (at.line, at.col) if at is not None else None
-    return LoadResult(machine, builder.findings, top_id, tuple(builder.reads), doc.data, id_at)
+    return LoadResult(machine, builder.findings, top_id, tuple(builder.reads), builder.data, id_at)
 
 
 _TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""", re.M)
@@ -93,7 +94,9 @@ def _top_id_line(source: bytes | str) -> str | None:
 class _Builder:
     def __init__(self, doc: Any, path: str, shown: str) -> None:
         self.doc = doc
-        self.data: dict[str, Any] = doc.data
+        from .shape import without_nulls
+
+        self.data: dict[str, Any] = without_nulls(doc.data)
         self.path = path
         self.dir = os.path.dirname(path)
         self.shown = shown
@@ -130,7 +133,7 @@ class _Builder:
 
     def build(self) -> Machine | None:
         from .schema import machine_schema
-        from .shape import check_shape
+        from .shape import check_shape, non_finite
 
         for dup in self.doc.duplicates:
             self.findings.append(
@@ -143,7 +146,13 @@ class _Builder:
                     col=dup.pos.col,
                 )
             )
+        infinite = non_finite(self.data)
+        for where in infinite:
+            name = next((p for p in reversed(where) if isinstance(p, str)), "the value")
+            self.add("FMT-5", where, f"{name} must be a finite number (JSON has no .inf or .nan)")
         for issue in check_shape(machine_schema(), self.data):
+            if issue.path in infinite:
+                continue
             rule, message = issue.rule, issue.message
             if issue.path[:2] == ("meta", "events") and issue.path[-1:] == ("source",):
                 rule, message = "EVT-11", "source must be agent or host"
@@ -461,6 +470,11 @@ class _Builder:
         timeout = params.get("timeoutSecs", DEFAULT_TIMEOUT_SECS)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
             self.add(rule, (*path, "timeoutSecs"), "timeoutSecs must be a number greater than 0")
+            return None
+        if timeout > MAX_TIMEOUT_SECS:  # a 400-digit integer has no float; a year is plenty
+            self.add(
+                rule, (*path, "timeoutSecs"), f"timeoutSecs must be at most {MAX_TIMEOUT_SECS}"
+            )
             return None
         cwd = params.get("cwd")
         if cwd is not None and not isinstance(cwd, str):

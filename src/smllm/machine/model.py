@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_EVENTS",
     "DEFAULT_TIMEOUT_SECS",
+    "MAX_TIMEOUT_SECS",
     "Action",
     "Command",
     "EventDef",
@@ -32,6 +33,8 @@ BUILTIN_EVENTS = ("enter", "resume", "listPaused", "yield", "pause", "unmatched"
 
 #: machine-format.md §2.8: a command's default timeout.
 DEFAULT_TIMEOUT_SECS = 60
+#: the longest timeoutSecs: a year is past any check, and a huge integer has no float
+MAX_TIMEOUT_SECS = 366 * 24 * 3600
 
 
 class Command(Record):

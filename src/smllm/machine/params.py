@@ -120,8 +120,24 @@ def env_name(param: str) -> str:
     return re.sub(r"[^A-Z0-9_]", "_", spaced.upper())
 
 
-def _walk_keywords(schema: Any, path: tuple[str | int, ...], out: list[Problem]) -> None:
+#: the deepest param schema: jsonschema recurses per level, and no real param nests this far
+MAX_SCHEMA_DEPTH = 32
+
+# applicators that apply to the same value, not to a part of it: a `$ref` that reaches itself
+# through only these never reaches a value, and recurses for ever when a param is checked
+_IN_PLACE_ONE = frozenset({"not", "if", "then", "else"})
+_IN_PLACE_LISTS = frozenset({"allOf", "anyOf", "oneOf"})
+
+
+def _walk_keywords(
+    schema: Any, path: tuple[str | int, ...], out: list[Problem], depth: int = 0
+) -> None:
     if isinstance(schema, bool) or not isinstance(schema, dict):
+        return
+    if depth > MAX_SCHEMA_DEPTH:
+        out.append(
+            Problem(path, "EVT-1", f"the schema nests more than {MAX_SCHEMA_DEPTH} levels deep")
+        )
         return
     for key, value in schema.items():
         sub = (*path, key)
@@ -134,18 +150,110 @@ def _walk_keywords(schema: Any, path: tuple[str | int, ...], out: list[Problem])
                 )
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, item in value.items():
-                _walk_keywords(item, (*sub, name), out)
+                _walk_keywords(item, (*sub, name), out, depth + 1)
         elif key in _SCHEMA_LISTS and isinstance(value, list):
             for index, item in enumerate(value):
-                _walk_keywords(item, (*sub, index), out)
+                _walk_keywords(item, (*sub, index), out, depth + 1)
         elif key in _SCHEMA_ONE:
-            _walk_keywords(value, sub, out)
+            _walk_keywords(value, sub, out, depth + 1)
         elif key in ("pattern",) and isinstance(value, str):
             _check_pattern(value, sub, out)
     for key in ("patternProperties",):
         if isinstance(schema.get(key), dict):
             for pat in schema[key]:
                 _check_pattern(pat, (*path, key, pat), out)
+
+
+_MISSING = object()
+
+
+def _pointer_target(params: dict[str, Any], ref: str) -> Any:
+    """The schema `#/$defs/…` names inside `params`, or _MISSING."""
+    node: Any = params
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _pointer_path(ref: str) -> tuple[str | int, ...]:
+    """`#/$defs/a/items` → ("$defs", "a", "items"), where the schema `ref` names lies."""
+    parts = (p.replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/"))
+    return tuple(int(p) if p.isdigit() else p for p in parts)
+
+
+def _refs(schema: Any, path: tuple[str | int, ...], in_place: bool) -> list[tuple[Any, ...]]:
+    """(where, ref, in place) of each `$ref` in `schema`; in place while only in-place
+    applicators lead to it from the top of `schema`."""
+    if not isinstance(schema, dict):
+        return []
+    out: list[tuple[Any, ...]] = []
+    for key, value in schema.items():
+        sub = (*path, key)
+        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+            out.append((sub, value, in_place))
+        elif key in _SCHEMA_MAPS and isinstance(value, dict):
+            for name, item in value.items():
+                same = in_place and key == "dependentSchemas"
+                out.extend(_refs(item, (*sub, name), same))
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            for index, item in enumerate(value):
+                same = in_place and key in _IN_PLACE_LISTS
+                out.extend(_refs(item, (*sub, index), same))
+        elif key in _SCHEMA_ONE:
+            out.extend(_refs(value, sub, in_place and key in _IN_PLACE_ONE))
+    return out
+
+
+def _ref_problems(params: dict[str, Any]) -> list[Problem]:
+    """EVT-1 for a `$ref` that points at nothing, and for a loop of `$ref`s that never reaches
+    a value (`a: {$ref: "#/$defs/a"}`): both fail every time the param is checked."""
+    out: list[Problem] = []
+    found = _refs(params, (), False)
+    for where, ref, _ in found:
+        if _pointer_target(params, ref) is _MISSING:
+            out.append(Problem(where, "EVT-1", f"$ref {ref} points at nothing in $defs"))
+    if out:
+        return out
+    # the refs each target reaches in place: a cycle among them never reaches a value
+    reach: dict[str, list[tuple[Any, str]]] = {}
+    for _, ref, _ in found:
+        if ref not in reach:
+            target = _pointer_target(params, ref)
+            reach[ref] = [(w, r) for w, r, same in _refs(target, (), True) if same]
+    done: set[str] = set()
+    for _, start, _ in found:
+        if start in done:
+            continue
+        trail = [start]  # the refs being followed; a step back onto one closes a loop
+        stack = [iter(reach[start])]
+        while stack:
+            step = next(stack[-1], None)
+            if step is None:
+                stack.pop()
+                done.add(trail.pop())
+                continue
+            where, nxt = step
+            if nxt in trail:
+                loop = [*trail[trail.index(nxt) :], nxt]
+                names = " → ".join(r.removeprefix("#/$defs/") for r in loop)
+                out.append(
+                    Problem(
+                        (*_pointer_path(trail[-1]), *where),
+                        "EVT-1",
+                        f"$ref loops without reaching a value: {names}",
+                    )
+                )
+                return out
+            if nxt not in done:
+                trail.append(nxt)
+                stack.append(iter(reach[nxt]))
+    return out
 
 
 def _check_pattern(pattern: str, path: tuple[str | int, ...], out: list[Problem]) -> None:
@@ -240,12 +348,13 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
             problems.append(
                 Problem(("required", index), "EVT-3", f"required param {name} isn't declared")
             )
+    from .regex import pattern_matches
     from .schema import NAME_PATTERNS
 
     specs: list[ParamSpec] = []
     for name, schema in props.items():
         path: tuple[str | int, ...] = ("properties", name)
-        if not re.search(NAME_PATTERNS["param"], name):
+        if not pattern_matches(NAME_PATTERNS["param"], name):
             problems.append(
                 Problem(path, "FMT-7", f"param name {name} must match {NAME_PATTERNS['param']}")
             )
@@ -260,6 +369,8 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
     if defs:
         for name, schema in defs.items():
             _walk_keywords(schema, ("$defs", name), problems)
+    if not problems:
+        problems.extend(_ref_problems(params))
     if not problems:
         problems.extend(_metaschema_problems(params))
     return tuple(specs), defs, problems

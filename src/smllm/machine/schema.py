@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .model import MAX_TIMEOUT_SECS
+
 __all__ = ["NAME_PATTERNS", "SCHEMA_ID", "UNSUPPORTED", "machine_schema"]
 
 SCHEMA_ID = "https://smllm.dev/schema/machine-1.json"
@@ -65,6 +67,7 @@ UNSUPPORTED: dict[str, tuple[str, ...]] = {
 _TIMEOUT: dict[str, Any] = {
     "type": "number",
     "exclusiveMinimum": 0,
+    "maximum": MAX_TIMEOUT_SECS,
     "description": "Seconds before the command's whole process group is killed. Default 60.",
 }
 _RUN: dict[str, Any] = {
@@ -291,7 +294,11 @@ def machine_schema() -> dict[str, Any]:
                             "kind": {
                                 "type": "string",
                                 "minLength": 1,
-                                "description": "What the machine calls an instance.",
+                                # ECMA-262 `$` is the end of the text, never before a last \n
+                                "pattern": "^[^\n\r\u0085\u2028\u2029]+$",
+                                "x-smllm-shape": "a single line",
+                                "description": "What the machine calls an instance, such as "
+                                "issue: one line, shown in headers and notes.",
                             },
                             "ref": _obj(
                                 {

@@ -7,13 +7,14 @@ Every finding is collected; nothing stops at the first.
 
 from __future__ import annotations
 
-import re
+import math
 from typing import Any
 
 from ..record import Record
+from .regex import pattern_matches
 from .schema import UNSUPPORTED
 
-__all__ = ["ShapeIssue", "check_shape"]
+__all__ = ["ShapeIssue", "check_shape", "non_finite", "without_nulls"]
 
 Path_ = tuple[str | int, ...]
 
@@ -77,6 +78,11 @@ def _fits(value: Any, type_: str) -> bool:
     return actual == type_ or (type_ == "number" and actual == "integer")
 
 
+def _one_of(value: Any, words: frozenset[str]) -> bool:
+    """`value in words` for any YAML value: a list or mapping is unhashable, and in no set."""
+    return isinstance(value, str) and value in words
+
+
 def _name(path: Path_) -> str:
     for part in reversed(path):
         if isinstance(part, str):
@@ -116,7 +122,7 @@ class _Checker:
             return
         if "enum" in schema:
             if value not in schema["enum"] or isinstance(value, bool):
-                if path[-1:] == ("type",) and value in _XSTATE_STATE_TYPES:
+                if path[-1:] == ("type",) and _one_of(value, _XSTATE_STATE_TYPES):
                     self.add("FMT-6", path, f"type: {value} is not in smllm v1")
                 else:
                     self.add(
@@ -138,27 +144,27 @@ class _Checker:
             items = schema.get("items")
             if items is not None:
                 for index, item in enumerate(value):
-                    if item is not None:
-                        self.check(items, item, (*path, index))
+                    self.check(items, item, (*path, index))
         elif isinstance(value, str):
             if len(value) < schema.get("minLength", 0):
                 self.add("FMT-5", path, f"{_name(path)} must not be empty")
-            elif "pattern" in schema and not re.search(schema["pattern"], value):
+            elif "pattern" in schema and not pattern_matches(schema["pattern"], value):
                 kind = schema.get("x-smllm-name", "")
                 if kind == "state" and ("." in value or value.startswith("#")):
                     self.add("FMT-6", path, f"target path {value} is not in smllm v1")
+                elif "x-smllm-shape" in schema:
+                    self.add("FMT-5", path, f"{_name(path)} must be {schema['x-smllm-shape']}")
                 else:
                     self.add("FMT-7", path, f"{kind} name {value} must match {schema['pattern']}")
-        elif (
-            isinstance(value, (int, float))
-            and "exclusiveMinimum" in schema
-            and value <= schema["exclusiveMinimum"]
-        ):
-            self.add(
-                "FMT-5",
-                path,
-                f"{_name(path)} must be greater than {schema['exclusiveMinimum']}",
-            )
+        elif isinstance(value, (int, float)):
+            if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+                self.add(
+                    "FMT-5",
+                    path,
+                    f"{_name(path)} must be greater than {schema['exclusiveMinimum']}",
+                )
+            elif "maximum" in schema and value > schema["maximum"]:
+                self.add("FMT-5", path, f"{_name(path)} must be at most {schema['maximum']}")
 
     def check_any(self, branches: list[dict[str, Any]], value: Any, path: Path_) -> None:
         wanted: list[str] = []
@@ -178,7 +184,7 @@ class _Checker:
                         and "const" in candidate
                         and value != candidate["const"]
                     ):
-                        if value in _XSTATE_ACTIONS:
+                        if _one_of(value, _XSTATE_ACTIONS):
                             self.add("FMT-6", path, f"action {value} is not in smllm v1")
                         else:
                             self.add(
@@ -202,10 +208,14 @@ class _Checker:
             if isinstance(value, str):
                 self.add("FMT-6", path, "a string guard is not in smllm v1")
                 return True
-            if isinstance(value, dict) and value.get("type") in _XSTATE_GUARDS:
+            if isinstance(value, dict) and _one_of(value.get("type"), _XSTATE_GUARDS):
                 self.add("FMT-6", (*path, "type"), f"guard {value['type']} is not in smllm v1")
                 return True
-        if kind == "action" and isinstance(value, dict) and value.get("type") in _XSTATE_ACTIONS:
+        if (
+            kind == "action"
+            and isinstance(value, dict)
+            and _one_of(value.get("type"), _XSTATE_ACTIONS)
+        ):
             self.add("FMT-6", (*path, "type"), f"action {value['type']} is not in smllm v1")
             return True
         return False
@@ -229,7 +239,7 @@ class _Checker:
                 if kind is None and ("*" in key):
                     self.add("FMT-6", sub, f"wildcard event {key} is not in smllm v1", True)
                     continue
-                if not re.search(names["pattern"], key):
+                if not pattern_matches(names["pattern"], key):
                     self.add(
                         "FMT-7",
                         sub,
@@ -238,7 +248,11 @@ class _Checker:
                     )
                     continue
             if key in props:
-                if item is not None and not (kind in ("guard", "action") and key == "type"):
+                if kind in ("guard", "action") and key == "type":
+                    # the loader names a wrong type word (MCH-9, MCH-10); here only its shape
+                    if item is not None and not isinstance(item, str):
+                        self.add("FMT-5", sub, "type must be a string")
+                elif item is not None:
                     self.check(props[key], item, sub)
                 continue
             if isinstance(extra, dict):
@@ -257,3 +271,27 @@ def check_shape(schema: dict[str, Any], data: dict[str, Any]) -> list[ShapeIssue
     checker = _Checker(schema)
     checker.check(schema, data, ())
     return checker.issues
+
+
+def non_finite(value: Any, path: Path_ = ()) -> list[Path_]:
+    """Where `value` holds .inf or .nan: YAML has them, JSON (and so a machine config) doesn't."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return [path]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in non_finite(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in non_finite(v, (*path, i))]
+    return []
+
+
+def without_nulls(value: Any, path: Path_ = ()) -> Any:
+    """`value` with every mapping entry whose value is null left out: machine-format.md §2 says
+    `key:` or `key: ~` counts as absent. An event's params are a JSON Schema, where null is a
+    value (`default: null`), so they are kept whole; a null list item stays, as an error."""
+    if path[:2] == ("meta", "events") and len(path) == 4 and path[3] == "params":
+        return value
+    if isinstance(value, dict):
+        return {k: without_nulls(v, (*path, k)) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v, (*path, i)) for i, v in enumerate(value)]
+    return value

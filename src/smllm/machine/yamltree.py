@@ -123,11 +123,14 @@ def _load(text: str, loader_cls: Any) -> YamlDoc:
     try:
         root = loader.get_single_node()
     except yaml.MarkedYAMLError as e:
-        raise _from_marked(e) from None
+        raise _within(_from_marked(e), text) from None
     except yaml.YAMLError as e:  # e.g. ReaderError (no mark); its 1st line is the reason
         raise YamlError((str(e).splitlines() or ["invalid YAML"])[0].strip(), None) from None
     except RecursionError:
-        raise YamlError("the document is nested too deeply", None) from None
+        # the pure composer's reader stops just past the node that was one level too many
+        get_mark = getattr(loader, "get_mark", None)
+        pos = _pos(get_mark()) if get_mark is not None else Pos(1, 1)
+        raise _within(YamlError("the document is nested too deeply", pos), text) from None
     finally:
         loader.dispose()
     if root is None:
@@ -270,6 +273,17 @@ def _from_marked(e: Any) -> YamlError:
     else:
         reason = problem
     return YamlError(" ".join(reason.split()), pos)
+
+
+def _within(error: YamlError, text: str) -> YamlError:
+    """`error` with its position moved back inside `text`: libyaml reports an error at the end
+    of a file without a final line break on the line after the last one."""
+    if error.pos is None:
+        return error
+    lines = _OTHER_BREAKS.sub("\n", text.replace("\r\n", "\n")).split("\n")
+    if error.pos.line <= len(lines):
+        return error
+    return YamlError(error.reason, Pos(len(lines), len(lines[-1]) + 1))
 
 
 def _tag_name(tag: str) -> str:
