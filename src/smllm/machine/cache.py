@@ -9,9 +9,7 @@ through here and so never imports `yaml` or `jsonschema` on a warm cache.
 from __future__ import annotations
 
 import os
-import pickle
 import time
-import zlib
 
 from .config import Loaded, load_configs
 
@@ -25,6 +23,11 @@ __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 CACHE_FORMAT = 4
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
+
+try:  # the C unpickler alone: `pickle` itself costs ~2 ms of imports on every hook call
+    from _pickle import load as _pickle_load
+except ImportError:  # pragma: no cover - Python builds without the accelerator
+    from pickle import load as _pickle_load
 
 Signature = tuple[str, int, int, int] | tuple[str, None, None, None]
 
@@ -46,11 +49,21 @@ def _signature(path: str, built_ns: int) -> Signature:
 
 
 def _digest(path: str) -> int:
+    import zlib  # only for a file changed within RACY_NS of the build: rare, so not at import
+
     try:
         with open(path, "rb") as f:
             return zlib.crc32(f.read()) + 1
     except OSError:
         return -1
+
+
+def _fnv1a(data: bytes) -> int:
+    """32-bit FNV-1a: a stable name for a short key, without loading zlib on the hook path."""
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return h
 
 
 def _fresh(signatures: list[Signature], built_ns: int) -> bool:
@@ -71,7 +84,7 @@ def _fresh(signatures: list[Signature], built_ns: int) -> bool:
 
 def _path(configs: tuple[str, ...]) -> str:
     key = "\0".join(configs).encode("utf-8", "surrogateescape")
-    return os.path.join(cache_dir(), f"machines-{zlib.crc32(key):08x}-{len(key)}.pickle")
+    return os.path.join(cache_dir(), f"machines-{_fnv1a(key):08x}-{len(key)}.pickle")
 
 
 #: what this process already loaded, by cache path: (signatures, build time, loaded)
@@ -86,7 +99,7 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
         return memo[2]
     try:
         with open(path, "rb") as f:
-            entry: dict[str, Any] = pickle.load(f)
+            entry: dict[str, Any] = _pickle_load(f)
         if (
             entry.get("format") == CACHE_FORMAT
             and entry.get("configs") == configs
@@ -111,6 +124,8 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     try:
         os.makedirs(cache_dir(), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.tmp"
+        import pickle
+
         with open(tmp, "wb") as f:
             pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
