@@ -15,8 +15,8 @@ Targets:
      half the time of a cold run (no cache: every file parsed and checked);
   3. touching one machine file (mtime only), then editing it, makes the next run rebuild: the
      cache file is written again, and the run after that is warm again;
-  4. (--fuzz) tests/test_fuzz.py passes with SMLLM_FUZZ_EXAMPLES=10000; shown with cases per
-     second.
+  4. (--fuzz) tests/test_fuzz.py (machine files) and tests/test_fuzz_config.py (configs) pass
+     with SMLLM_FUZZ_EXAMPLES=10000 each; shown with cases per second.
 
 The project is generated in a throw-away folder (XDG_STATE_HOME, XDG_CACHE_HOME,
 XDG_CONFIG_HOME and HOME inside it): 10 copies of tests/machines/fix (with its prompt files),
@@ -329,7 +329,8 @@ _DURATION = re.compile(r"^\s*([0-9.]+)s call\s+\S*::(test_fuzz_\w+)", re.MULTILI
 
 
 def fuzz(examples: int) -> tuple[bool, str, float, dict[str, float]]:
-    """Run tests/test_fuzz.py with `examples` cases: (passed, summary, wall s, fuzz test s)."""
+    """Run the machine-file and config fuzz tests with `examples` cases each: (passed, summary,
+    wall s, seconds per fuzz test)."""
     env = dict(os.environ, SMLLM_FUZZ_EXAMPLES=str(examples))
     src = os.path.join(ROOT, "src")
     if os.path.isdir(os.path.join(src, "smllm")):
@@ -344,6 +345,7 @@ def fuzz(examples: int) -> tuple[bool, str, float, dict[str, float]]:
         "--durations=0",
         "--durations-min=0",
         os.path.join("tests", "test_fuzz.py"),
+        os.path.join("tests", "test_fuzz_config.py"),
     ]
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -480,15 +482,18 @@ def main(argv: list[str] | None = None) -> int:
             )
 
     if args.fuzz:
-        heading(f"fuzz: tests/test_fuzz.py with SMLLM_FUZZ_EXAMPLES={args.examples}")
+        heading(f"fuzz: test_fuzz.py and test_fuzz_config.py, SMLLM_FUZZ_EXAMPLES={args.examples}")
         passed, summary, wall, per_test = fuzz(args.examples)
         for name, seconds in sorted(per_test.items()):
             print(f"  {name:<28} {seconds:7.1f} s")
         fuzz_s = sum(per_test.values())
-        rate = args.examples / fuzz_s if fuzz_s else 0.0
-        print(f"  {args.examples} cases in {fuzz_s:.1f} s of fuzz tests: {rate:.0f} cases/s")
-        print(f"  the whole file: {wall:.1f} s; {summary}")
-        rows.append((f"fuzz test passes with {args.examples} cases", f"{rate:.0f} cases/s", passed))
+        cases = 2 * args.examples  # machine files, then configs
+        rate = cases / fuzz_s if fuzz_s else 0.0
+        print(f"  {cases} cases in {fuzz_s:.1f} s of fuzz tests: {rate:.0f} cases/s")
+        print(f"  both files: {wall:.1f} s; {summary}")
+        rows.append(
+            (f"fuzz tests pass with {args.examples} cases each", f"{rate:.0f} cases/s", passed)
+        )
 
     heading("summary")
     for what, got, judged in rows:

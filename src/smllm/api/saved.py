@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..engine.records import ACTIVE, COMPLETED, INTERRUPTED, PAUSED
-from ..machine.config import Loaded, StoreSpec
+from ..machine.config import Loaded, StoreSpec, config_finding
 from ..machine.findings import Finding
 from ..machine.model import Machine
 from ..machine.regex import pattern_matches
@@ -34,12 +34,56 @@ def check_saved(loaded: Loaded) -> list[Finding]:
             finally:
                 store.close()
         except (StoreError, OSError) as exc:
-            findings.append(
-                Finding.make("INS-5", config, f"saved instances weren't checked: {exc}")
-            )
+            # at the [state] key that names the store; the default store has no key
+            at = ("state", spec.kind) if spec.kind != "dir" or _names_dir(config) else None
+            message = f"saved instances weren't checked: {exc}"
+            findings.append(_in_config(config, "INS-5", message, at))
             continue
         findings += _check_rows(rows, machines, config)
     return findings
+
+
+def _config_text(config: str) -> str:
+    try:
+        with open(config, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _names_dir(config: str) -> bool:
+    import tomllib
+
+    try:
+        state = tomllib.loads(_config_text(config)).get("state")
+    except tomllib.TOMLDecodeError:
+        return False
+    return isinstance(state, dict) and "dir" in state
+
+
+def _in_config(config: str, rule: str, message: str, at: tuple[str, ...] | None) -> Finding:
+    """A finding about `config`, at the node `at` when the file has one."""
+    return config_finding(config, _config_text(config), rule, message, at)
+
+
+def _in_machine(machine: Machine, rule: str, message: str, at: tuple[str, ...]) -> Finding:
+    """A finding about `machine`'s file, at the YAML node `at` (or the nearest one above)."""
+    from ..machine.yamltree import YamlError, load_yaml
+
+    line = col = None
+    try:
+        with open(machine.file, "rb") as f:
+            doc = load_yaml(f.read())
+    except (OSError, YamlError):
+        doc = None
+    probe = at
+    while doc is not None and probe:
+        pos = doc.value_pos.get(probe) if probe != ("states",) else doc.key_pos.get(probe)
+        if pos is not None:
+            line, col = pos.line, pos.col
+            break
+        probe = probe[:-1]
+    return Finding.make(rule, machine.file, message, path=at, line=line, col=col)
 
 
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:
@@ -60,30 +104,21 @@ def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str)
             continue
         name = f"{machine.kind} {inst.label}"
         if inst.status in (ACTIVE, INTERRUPTED, PAUSED) and inst.state not in machine.states:
-            out.append(
-                Finding.make(
-                    "INS-1",
-                    machine.file,
-                    f"{name} is saved in {inst.state}, which no longer exists",
-                )
-            )
+            # at `states:`, where the state would have to come back
+            message = f"{name} is saved in {inst.state}, which no longer exists"
+            out.append(_in_machine(machine, "INS-1", message, ("states",)))
         back = inst.resume_state
         if inst.status != COMPLETED and back is not None and back not in machine.states:
-            out.append(
-                Finding.make(
-                    "INS-2", machine.file, f"{name} would return to {back}, which no longer exists"
-                )
-            )
+            message = f"{name} would return to {back}, which no longer exists"
+            out.append(_in_machine(machine, "INS-2", message, ("states",)))
         pattern = machine.ref.pattern
         if inst.ref is not None and pattern is not None and not pattern_matches(pattern, inst.ref):
+            message = f"{machine.kind} {inst.ref} no longer matches {pattern}"
             out.append(
-                Finding.make(
-                    "INS-6", machine.file, f"{machine.kind} {inst.ref} no longer matches {pattern}"
-                )
+                _in_machine(machine, "INS-6", message, ("meta", "instance", "ref", "pattern"))
             )
     for mid, count in orphans.items():
         noun = "saved instance" if count == 1 else "saved instances"
-        out.append(
-            Finding.make("INS-3", config, f"{count} {noun} of {mid}, which is not configured")
-        )
+        message = f"{count} {noun} of {mid}, which is not configured"
+        out.append(_in_config(config, "INS-3", message, ("machines", "files")))
     return out

@@ -139,44 +139,34 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
     folder = os.path.dirname(path)
     default_store = StoreSpec("dir", os.path.join(folder, "state"), "default")
     findings: list[Finding] = []
+
+    def unread(message: str, line: int | None = None, col: int | None = None) -> ConfigFile:
+        """The config that couldn't be read at all: one CFG-1, no machines."""
+        finding = _bad("CFG-1", shown, message, line=line, col=col)
+        return ConfigFile(path, (), None, default_store, {}, (finding,))
+
     try:
         with open(path, "rb") as f:
-            text = f.read().decode("utf-8")
+            raw = f.read()
+        text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except UnicodeDecodeError as exc:
-        return ConfigFile(
-            path,
-            (),
-            None,
-            default_store,
-            {},
-            (_bad("CFG-1", shown, f"not valid TOML: not UTF-8 (byte {exc.start})"),),
-        )
     except OSError as exc:
-        return ConfigFile(
-            path,
-            (),
-            None,
-            default_store,
-            {},
-            (_bad("CFG-1", shown, f"can't read the config: {exc.strerror}"),),
-        )
+        return unread(f"can't read the config: {exc.strerror}")
+    except UnicodeDecodeError as exc:
+        before = raw[: exc.start].decode("utf-8", "replace")
+        at = (before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)
+        return unread(f"not valid TOML: not UTF-8 (byte {exc.start})", *at)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = _TOML_POS.search(msg)
         reason = _TOML_POS.sub("", msg).strip()
-        line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        if msg.endswith("(at end of document)"):
-            line, col = text.count("\n") + 1, len(text.rsplit("\n", 1)[-1]) + 1
-            reason = reason.replace("(at end of document)", "").strip()
-        return ConfigFile(
-            path,
-            (),
-            None,
-            default_store,
-            {},
-            (_bad("CFG-1", shown, f"not valid TOML: {reason}", line=line, col=col),),
+        where: tuple[int | None, int | None] = (
+            (int(m.group(1)), int(m.group(2))) if m else (None, None)
         )
+        if msg.endswith("(at end of document)"):
+            where = text.count("\n") + 1, len(text.rsplit("\n", 1)[-1]) + 1
+            reason = reason.replace("(at end of document)", "").strip()
+        return unread(f"not valid TOML: {reason}", *where)
 
     def bad(rule: str, message: str, at: Path_ | None = None, at_key: bool = False) -> Finding:
         """A finding at the line and column of its key (`at_key`) or value in the source."""
@@ -328,7 +318,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                     )
                 )
                 continue
-            parts = table.get("without", []) if isinstance(table, dict) else None
+            if not isinstance(table, dict):
+                findings.append(bad("CFG-2", f"harness.{name} must be a table", ("harness", name)))
+                continue
+            parts = table.get("without", [])
             if not isinstance(parts, list):
                 findings.append(
                     bad(
@@ -362,9 +355,13 @@ def config_finding(
     if at:
         from .tomlpos import toml_position
 
-        pos = toml_position(text, at, at_key)
-        if pos is not None:
-            line, col = pos
+        # the node, or else the nearest one above it that the source writes out
+        probe = at
+        while probe and line is None:
+            pos = toml_position(text, probe, at_key and probe == at)
+            if pos is not None:
+                line, col = pos
+            probe = probe[:-1]
     return Finding.make(rule, shown, message, path=at, line=line, col=col)
 
 

@@ -22,15 +22,17 @@ Path_ = tuple[str | int, ...]
 Pos = tuple[int, int]
 
 
-def _keys(dotted: str) -> list[str]:
+def _keys(dotted: str) -> list[tuple[str, int]]:
+    """Each key of a dotted key as TOML reads it, with its offset in `dotted`."""
+    import tomllib
+
     out = []
     for m in _ONE_KEY.finditer(dotted):
         key = m.group()
-        if key[:1] == '"':
-            key = key[1:-1].encode("utf-8").decode("unicode_escape")
-        elif key[:1] == "'":
-            key = key[1:-1]
-        out.append(key)
+        if key[:1] in "\"'":
+            # the file is valid TOML, so the quoted key is too: let TOML read its escapes
+            key = next(iter(tomllib.loads(f"{key} = 0")))
+        out.append((key, m.start()))
     return out
 
 
@@ -41,22 +43,29 @@ def _pos(text: str, offset: int) -> Pos:
 
 def toml_position(text: str, path: Path_, at_key: bool = False) -> Pos | None:
     """1-based (line, column) of the key (`at_key`) or value at `path`, or None."""
-    prefix: list[str] = []
+    prefix: list[tuple[str, int]] = []  # the current table's keys, offsets within the file
     offset = 0
+    wanted = list(path)
     for raw in text.splitlines(keepends=True):
         header = _HEADER.match(raw)
         assign = None if header else _ASSIGN.match(raw)
         if header:
-            prefix = _keys(header.group(1))
-            if prefix == list(path):  # the table's own name: its last key
-                last = list(_ONE_KEY.finditer(header.group(1)))[-1]
-                return _pos(text, offset + header.start(1) + last.start())
+            at = offset + header.start(1)
+            prefix = [(k, at + o) for k, o in _keys(header.group(1))]
+            names = [k for k, _ in prefix]
+            if names[: len(wanted)] == wanted:
+                # the table's own name, or a table it holds (`[a.b]` defines `a`): the key
+                return _pos(text, prefix[len(wanted) - 1][1])
         elif assign:
-            full = prefix + _keys(assign.group(1))
-            if tuple(full) == path[: len(full)]:
-                if at_key and len(full) == len(path):
-                    return _pos(text, offset + assign.start(1))
-                return _inside(text, offset + assign.end(), path[len(full) :], at_key)
+            at = offset + assign.start(1)
+            full = prefix + [(k, at + o) for k, o in _keys(assign.group(1))]
+            names = [k for k, _ in full]
+            if names == wanted[: len(names)]:
+                if at_key and len(names) == len(wanted):
+                    return _pos(text, full[-1][1])
+                return _inside(text, offset + assign.end(), path[len(names) :], at_key)
+            if names[: len(wanted)] == wanted:  # `a.b = 1` defines the table `a`
+                return _pos(text, full[len(wanted) - 1][1])
         offset += len(raw)
     return None
 
