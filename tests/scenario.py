@@ -108,10 +108,10 @@ class Scenario:
         from smllm.text.block import render
 
         self.log.append(f"$ stop {key} continuing={continuing}")
-        self.log.append(f"→ {outcome.decision.value}")
+        self.log.append(f"→ {outcome.decision}")
         if outcome.reply is not None:
             self.log.append(render(outcome.reply))
-        return outcome.decision.value
+        return outcome.decision
 
     def prompt(self, key: str) -> None:
         self.log.append(f"$ prompt {key}")

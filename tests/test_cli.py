@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 
 from conftest import smllm
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def test_version(tmp_path: Path, env: dict[str, str]) -> None:
@@ -158,3 +160,40 @@ def test_demo(tmp_path: Path, env: dict[str, str]) -> None:
     assert "Guard: command `test -f PLAN.md` → false (exited 1)" in ran.out
     assert "Completed issue GH-12. You are now in idle." in ran.out
     assert not list(Path(env["XDG_STATE_HOME"]).glob("**/*.db"))  # the demo kept its state
+
+
+_WORDS = ("fire", "session", "show", "--session", "--param", "--json", "--host", "--params",
+          "--config", "c.toml", "sm-abc123", "yield", "a=b", "x=-1", "-x", "--", "--param=a=b",
+          "--ses", "enter", "stateMachine=dev", "")  # fmt: skip
+
+
+@settings(max_examples=2000, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=7))
+def test_fast_paths_read_argv_as_the_parser_does(argv: list[str]) -> None:
+    # `session show` and `fire` skip argparse; where they answer, it's the parser's answer
+    from smllm.cli.main import Exit, _fast_args
+    from smllm.cli.parser import parse
+
+    fast = _fast_args(list(argv))
+    if fast is None:
+        return
+    try:
+        slow = parse(argv)
+    except Exit as exc:
+        raise AssertionError(
+            f"the fast path took {argv}, which the parser refuses: {exc}"
+        ) from None
+    assert vars(fast) == vars(slow), argv
+
+
+def test_fast_paths_are_taken() -> None:
+    from smllm.cli.main import _fast_args
+
+    for argv in (
+        ["session", "show", "sm-abc123"],
+        ["session", "show", "sm-abc123", "--json"],
+        ["fire", "yield"],
+        ["fire", "--session", "sm-abc123", "enter", "--param", "stateMachine=dev", "--json"],
+        ["fire", "--host", "ci-passed", "--session", "sm-abc123"],
+    ):
+        assert _fast_args(argv) is not None, argv

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from smllm.api import commands
 from smllm.api.commands import CommandResult, run_command
@@ -193,3 +195,33 @@ def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch, pidfile: Path) -> 
     result, took = timed("sleep 30", timeout=0.3)
     assert result == CommandResult(False, "timed out after 0.3s")
     assert took < 1.0
+
+
+@pytest.mark.parametrize(
+    ("param", "env"),
+    [
+        ("issueId", "ISSUE_ID"),
+        ("prURL", "PR_URL"),
+        ("prURLText", "PR_URL_TEXT"),
+        ("a1B", "A1_B"),
+        ("files", "FILES"),
+        ("x.y-z", "X_Y_Z"),
+        ("ABc", "A_BC"),
+    ],
+)
+def test_param_environment_names(param: str, env: str) -> None:
+    # machine-format.md §4; env_name uses str methods, not re: it runs on the hook path
+    from smllm.machine.params import env_name
+
+    assert env_name(param) == env
+
+
+@settings(max_examples=500, derandomize=True, database=None)
+@given(st.text(alphabet="aAbBzZ09_-.éßİ", max_size=12))
+def test_param_environment_names_match_the_regex_rule(param: str) -> None:
+    import re
+
+    from smllm.machine.params import env_name
+
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", param)
+    assert env_name(param) == re.sub(r"[^A-Z0-9_]", "_", spaced.upper())

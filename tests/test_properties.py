@@ -599,7 +599,7 @@ class Player:
             n = len(self.host.calls)
             if event == STOP:
                 out = self.app.stop(key, continuing)
-                what = f"{out.decision.value}\n{render(out.reply) if out.reply else ''}"
+                what = f"{out.decision}\n{render(out.reply) if out.reply else ''}"
             else:
                 self.app.prompt_submitted(key)
                 what = "prompted"
@@ -692,7 +692,7 @@ class Player:
         call: str,
         key: str,
         continuing: bool | None,
-        decision: Decision,
+        decision: str,
         reply: Reply | None,
     ) -> None:
         """engine.md §9, rules 2 – 7."""

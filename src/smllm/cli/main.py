@@ -8,7 +8,6 @@ stderr as `error: …`; `--json` prints exactly one object on stdout.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -41,16 +40,21 @@ def config_option(args: Namespace) -> str | None:
 
 
 def emit_json(obj: Any) -> None:
-    sys.stdout.write(json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n")
+    from ..jsontext import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
 
 
 def _fast_args(argv: list[str]) -> Any:
-    """`session show KEY [--json]` without argparse: the hot read of hooks and status lines
-    skips building the whole parser (and the modules argparse imports)."""
+    """The hot commands without argparse, which costs a few milliseconds to import and build:
+    `session show KEY [--json]` (hooks, status lines) and `fire [--session KEY] EVENT
+    [--param NAME=VALUE]… [--host] [--json]` (agents in a shell). Anything else, or anything
+    argparse might read differently (a value starting with `-`, `--opt=value`, abbreviations),
+    takes the parser. The namespaces are the parser's own (tests/test_cli.py compares them)."""
+    from types import SimpleNamespace
+
     simple = len(argv) == 3 or (len(argv) == 4 and argv[3] == "--json")
     if simple and argv[:2] == ["session", "show"] and argv[2][:1] != "-":
-        from types import SimpleNamespace
-
         return SimpleNamespace(
             command="session",
             action="show",
@@ -59,7 +63,35 @@ def _fast_args(argv: list[str]) -> Any:
             json=len(argv) == 4,
             config=None,
         )
-    return None
+    if argv[:1] != ["fire"]:
+        return None
+    args = SimpleNamespace(
+        command="fire",
+        event=None,
+        session=None,
+        host=False,
+        param=[],
+        params=None,
+        json=False,
+        config=None,
+    )
+    words = iter(argv[1:])
+    for word in words:
+        if word in ("--session", "--param"):
+            value = next(words, None)
+            if value is None or value[:1] == "-" or (word == "--session" and args.session):
+                return None
+            if word == "--session":
+                args.session = value
+            else:
+                args.param.append(value)
+        elif word in ("--json", "--host"):
+            setattr(args, word[2:], True)
+        elif word[:1] == "-" or args.event is not None:
+            return None
+        else:
+            args.event = word
+    return args if args.event is not None else None
 
 
 #: command → (module of smllm.cli, function): only the command's own module is imported

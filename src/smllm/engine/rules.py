@@ -7,8 +7,7 @@ Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal
 
 from __future__ import annotations
 
-import json
-
+from ..jsontext import dumps
 from ..machine.model import Machine, ParamSpec, State
 from .records import Instance
 from .reply import EventItem, EventsList, ParamLine
@@ -80,7 +79,7 @@ def too_large(event: str, params: tuple[tuple[str, Any], ...]) -> str | None:
         return None
     if any(nests_too_deeply(v) for _, v in params):
         return f"{event} params nest more than {MAX_PARAMS_DEPTH} levels deep"
-    size = len(json.dumps([list(p) for p in params], ensure_ascii=False).encode("utf-8"))
+    size = len(dumps([list(p) for p in params], (", ", ": ")).encode("utf-8"))
     if size <= MAX_PARAMS_BYTES:
         return None
     return f"{event} params are too large ({size} bytes of JSON; at most {MAX_PARAMS_BYTES})"
@@ -199,6 +198,8 @@ def _no_constant(name: str) -> Any:
 
 def parse_json_text(text: str) -> tuple[bool, Any]:
     """Exactly one JSON value: NaN, Infinity and repeated object keys are rejected."""
+    import json  # the hooks read this module: only a JSON param given as text needs json
+
     try:
         value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except ValueError as exc:

@@ -6,8 +6,8 @@ the reply and the history record need: prompts, trace lines, visits, the states 
 
 from __future__ import annotations
 
+from ..jsontext import dumps
 from ..machine.model import Action, Guard, Machine, State, Transition
-from ..machine.params import env_name
 from .host import Host, PromptError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -125,6 +125,8 @@ class Run:
         }
         if actions is not None:
             env["SMLLM_FROM"], env["SMLLM_TO"] = actions
+        from ..machine.params import env_name  # only a command's environment needs it
+
         for name, value in self.params.items():
             env["SMLLM_PARAM_" + env_name(name)] = (
                 value if isinstance(value, str) else _compact(value)
@@ -229,6 +231,4 @@ class Run:
 
 
 def _compact(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return dumps(value)

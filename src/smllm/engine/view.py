@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
-
 from ..machine.config import Loaded
 from ..record import Record
 from .host import Host, Reader
@@ -12,6 +10,13 @@ from .records import AuditRecord, Instance, Session, SessionWrite, iso
 from .reply import Header, Reply
 from .rules import gone_events, gone_note, not_configured, state_events, unconfigured_events
 from .steps import entry_prompts
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Final, Literal
+
+    DecisionValue = Literal["allow", "block", "runaway"]
+
 
 __all__ = ["Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
 
@@ -74,17 +79,19 @@ def view(loaded: Loaded, session: Session, reader: Reader, host: Host) -> Reply:
     )
 
 
-class Decision(Enum):
+class Decision:
+    """What a stop hook does: an enum's values as strings (`enum` costs ~1 ms per hook call)."""
+
     #: let the stop through quietly
-    ALLOW = "allow"
+    ALLOW: Final = "allow"
     #: block the stop with the reply's text
-    BLOCK = "block"
+    BLOCK: Final = "block"
     #: let it through, but write the block to stderr and audit `runaway`
-    RUNAWAY = "runaway"
+    RUNAWAY: Final = "runaway"
 
 
 class StopOutcome(Record):
-    decision: Decision
+    decision: DecisionValue
     reply: Reply | None
     session: SessionWrite | None = None
     audit: tuple[AuditRecord, ...] = ()

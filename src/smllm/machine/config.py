@@ -7,7 +7,6 @@ the project's machines (§1.2) into one `Loaded` set.
 from __future__ import annotations
 
 import os
-import re
 
 from ..record import Record
 from .findings import Finding, Path_
@@ -116,7 +115,7 @@ def find_configs(cwd: str, explicit: str | None) -> tuple[str, ...]:
     return tuple(found)
 
 
-_TOML_POS = re.compile(r"\(at line (\d+), column (\d+)\)$")
+_TOML_POS = r"\(at line (\d+), column (\d+)\)$"  # tomllib's position, at a message's end
 
 
 def _bad(
@@ -158,8 +157,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         return unread(f"not valid TOML: not UTF-8 (byte {exc.start})", *at)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
-        m = _TOML_POS.search(msg)
-        reason = _TOML_POS.sub("", msg).strip()
+        import re
+
+        m = re.search(_TOML_POS, msg)
+        reason = re.sub(_TOML_POS, "", msg).strip()
         where: tuple[int | None, int | None] = (
             (int(m.group(1)), int(m.group(2))) if m else (None, None)
         )

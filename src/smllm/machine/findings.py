@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ..record import Record
 
 __all__ = ["HINTS", "Finding", "format_path", "one_line"]
@@ -112,12 +110,16 @@ def format_path(path: Path_) -> str:
 
 
 #: line breaks and other control characters: a finding is one line, whatever a name holds
-_CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROLS = "[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]"
 
 
 def one_line(text: str) -> str:
     """`text` with its control characters written as escapes (`\\n`, `\\x00`, `\\u2028`)."""
-    return _CONTROLS.sub(lambda m: ascii(m.group())[1:-1], text)
+    if text.isprintable():  # the usual case, without importing `re` on the hook path
+        return text
+    import re
+
+    return re.sub(_CONTROLS, lambda m: ascii(m.group())[1:-1], text)
 
 
 class Finding(Record):

@@ -6,9 +6,6 @@ checked: the hook path never loads it.
 
 from __future__ import annotations
 
-import json
-import re
-
 from ..record import Record
 from .model import ParamSpec
 
@@ -114,10 +111,27 @@ class Problem(Record):
     at_key: bool = False
 
 
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_DIGITS = frozenset("0123456789")
+_ENV_CHARS = _UPPER | _DIGITS | {"_"}
+
+
 def env_name(param: str) -> str:
     """machine-format.md §4: `issueId` → `ISSUE_ID`, `prURL` → `PR_URL`."""
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", param)
-    return re.sub(r"[^A-Z0-9_]", "_", spaced.upper())
+    # an `_` before an upper-case letter that follows a lower-case letter or digit, or that
+    # starts a word after an acronym (`prURLText` → PR_URL_TEXT); then every character but
+    # A-Z, 0-9 and _ becomes _ (str methods, not `re`: a command's environment is built on the
+    # hook path)
+    out = []
+    for i, c in enumerate(param):
+        if i and c in _UPPER:
+            before = param[i - 1]
+            after = param[i + 1 : i + 2]
+            if before in _LOWER or before in _DIGITS or (before in _UPPER and after in _LOWER):
+                out.append("_")
+        out.append(c)
+    return "".join(c if c in _ENV_CHARS else "_" for c in "".join(out).upper())
 
 
 #: the deepest param schema: jsonschema recurses per level, and no real param nests this far
@@ -286,6 +300,8 @@ def _spec(name: str, schema: dict[str, Any], required: bool) -> ParamSpec:
     rest = {k: v for k, v in schema.items() if k not in ("description",)}
     shown = None
     if not is_string and set(rest) - {"type"}:
+        import json
+
         shown = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     desc = schema.get("description")
     return ParamSpec(

@@ -8,7 +8,6 @@ Post-state on error, for every `commit_*`: nothing of that commit is written.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from ..engine.records import (
@@ -19,6 +18,7 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+from ..jsontext import loads as _json_loads
 from ..record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -102,7 +102,7 @@ _STATUSES = ("active", "interrupted", "paused", "completed")
 def read_instance(text: str) -> Instance:
     """An instance record checked field by field; ValueError names the first problem."""
     try:
-        data = json.loads(text)
+        data = _json_loads(text)
     except ValueError as exc:
         raise ValueError(f"not valid JSON: {exc}") from None
     if not isinstance(data, dict):

@@ -7,7 +7,6 @@ constraints need.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -20,6 +19,8 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+from ..jsontext import dumps as _json_dumps
+from ..jsontext import loads as _json_loads
 from .base import (
     RefTaken,
     SavedRow,
@@ -66,7 +67,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _json_dumps(value)
 
 
 class SqliteStore:
@@ -272,7 +273,7 @@ class SqliteStore:
 
     def history(self, machine: str, id: str) -> list[HistoryRecord]:
         rows = self._read("SELECT data FROM history WHERE instance = ? ORDER BY seq", (id,))
-        return [HistoryRecord.from_json(json.loads(r[0])) for r in rows]
+        return [HistoryRecord.from_json(_json_loads(r[0])) for r in rows]
 
     def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
         def apply(conn: sqlite3.Connection) -> None:
@@ -310,7 +311,7 @@ class SqliteStore:
 
     def session(self, key: str) -> Session | None:
         rows = self._read("SELECT data FROM sessions WHERE key = ?", (key,))
-        return Session.from_json(json.loads(rows[0][0])) if rows else None
+        return Session.from_json(_json_loads(rows[0][0])) if rows else None
 
     def key_taken(self, key: str) -> bool:
         return bool(self._read("SELECT 1 FROM sessions WHERE key = ?", (key,)))
@@ -321,7 +322,7 @@ class SqliteStore:
             "WHERE b.harness = ? AND b.host_session = ?",
             (harness, host_session),
         )
-        return Session.from_json(json.loads(rows[0][0])) if rows else None
+        return Session.from_json(_json_loads(rows[0][0])) if rows else None
 
     def bind(self, session: Session, audit: Sequence[AuditRecord]) -> Session:
         def apply(conn: sqlite3.Connection) -> Session:
@@ -331,7 +332,7 @@ class SqliteStore:
                 (session.harness, session.host_session),
             ).fetchall()
             if rows:
-                return Session.from_json(json.loads(rows[0][0]))
+                return Session.from_json(_json_loads(rows[0][0]))
             self._insert_session(conn, session, audit)
             conn.execute(
                 "INSERT OR REPLACE INTO bindings (harness, host_session, key) VALUES (?, ?, ?)",
@@ -361,11 +362,11 @@ class SqliteStore:
 
     def sessions(self) -> list[Session]:
         rows = self._read("SELECT data FROM sessions ORDER BY last_active DESC, key")
-        return [Session.from_json(json.loads(r[0])) for r in rows]
+        return [Session.from_json(_json_loads(r[0])) for r in rows]
 
     def audit(self, key: str) -> list[AuditRecord]:
         rows = self._read("SELECT at, kind, data FROM audit WHERE session = ? ORDER BY seq", (key,))
-        return [AuditRecord(r[0], r[1], json.loads(r[2])) for r in rows]
+        return [AuditRecord(r[0], r[1], _json_loads(r[2])) for r in rows]
 
     def append_audit(self, key: str, audit: Sequence[AuditRecord]) -> None:
         self._write(lambda conn: self._audit(conn, key, audit))
@@ -379,7 +380,7 @@ class SqliteStore:
             rows = conn.execute("SELECT data FROM sessions WHERE key = ?", (new.key,)).fetchall()
             if not rows:
                 raise StoreConflict("", new.key)
-            current = Session.from_json(json.loads(rows[0][0]))
+            current = Session.from_json(_json_loads(rows[0][0]))
             if current.holding != write.expected_holding:
                 raise StoreConflict("", new.key)
             c = write.changes
