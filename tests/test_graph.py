@@ -40,6 +40,17 @@ def test_text(every_machine: Path, env: dict[str, str]) -> None:
     assert (missing.code, missing.err) == (1, "error: no machine nope is configured\n")
 
 
+def test_a_machine_with_errors_is_named(project: Path, env: dict[str, str]) -> None:
+    dev = project / ".smllm" / "dev.smllm.yaml"
+    dev.write_text(dev.read_text().replace("initial: PLAN", "initial: NOPE"))
+    ran = smllm(["graph", "dev"], project, env)
+    assert (ran.code, ran.out) == (1, "")
+    assert ran.err == (
+        "error: no machine dev is configured (with errors: .smllm/dev.smllm.yaml; see smllm "
+        "validate)\n"
+    )
+
+
 def test_json(every_machine: Path, env: dict[str, str]) -> None:
     data = json.loads(smllm(["graph", "--json"], every_machine, env).out)
     assert [m["id"] for m in data["machines"]] == ["dev", *ALL]

@@ -153,11 +153,16 @@ def graph(args: Namespace) -> int:
     configs = find_configs(os.getcwd(), config_option(args))
     if not configs:
         raise Exit(2, "no config found; run smllm init, or pass --config")
-    machines = list(load_cached(configs).machines.values())
+    loaded = load_cached(configs)
+    machines = list(loaded.machines.values())
     if args.id is not None:
         machines = [m for m in machines if m.id == args.id]
         if not machines:
-            raise Exit(1, f"no machine {args.id} is configured")
+            from ..machine.config import shown_path
+
+            broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
+            why = f" (with errors: {', '.join(broken)}; see smllm validate)" if broken else ""
+            raise Exit(1, f"no machine {args.id} is configured{why}")
     if args.json:
         emit_json({"machines": [_json(m) for m in machines]})
         return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import time
 
+from .. import __version__
 from .config import Loaded, load_configs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -19,8 +20,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
-#: bump when the compiled records change shape, so old caches are ignored
-CACHE_FORMAT = 4
+#: bump when the compiled records or the checks change, so old caches are ignored (a cache
+#: also names the smllm version that wrote it: an upgrade never reads an older one)
+CACHE_FORMAT = 5
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 
@@ -102,6 +104,7 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
             entry: dict[str, Any] = _pickle_load(f)
         if (
             entry.get("format") == CACHE_FORMAT
+            and entry.get("smllm") == __version__
             and entry.get("configs") == configs
             and _fresh(entry["signatures"], entry["built_ns"])
         ):
@@ -116,6 +119,7 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     _MEMO[path] = (signatures, built_ns, loaded)
     entry = {
         "format": CACHE_FORMAT,
+        "smllm": __version__,
         "configs": configs,
         "built_ns": built_ns,
         "signatures": signatures,

@@ -74,9 +74,14 @@ def read_text(path: str) -> tuple[str | None, str | None]:
 
 
 def check_files(
-    machine: Machine, prompts: list[tuple[Path_, Action]], cwds: list[tuple[Path_, str]], add: Add
+    machine: Machine,
+    prompts: list[tuple[Path_, Action]],
+    cwds: list[tuple[Path_, str]],
+    add: Add,
+    complete: bool = True,
 ) -> list[str]:
-    """Report on the files the machine names; returns every file and folder looked at."""
+    """Report on the files the machine names; returns every file and folder looked at. For a
+    machine with errors (not `complete`) only the files its own nodes name are checked."""
     reads: list[str] = []
     texts: list[tuple[Path_, str, bool]] = []  # (where, author text, at the key)
     for path, action in prompts:
@@ -93,7 +98,7 @@ def check_files(
         else:
             assert text is not None
             texts.append((path, text, False))
-    for name, state in machine.states.items():
+    for name, state in machine.states.items() if complete else ():
         implied = None
         if state.implied_prompt is not None:
             reads.append(state.implied_prompt)

@@ -209,8 +209,6 @@ class _Builder:
             self.add(
                 "MCH-4", ("states", start, "always"), "always transitions loop: " + " → ".join(loop)
             )
-        if self.errors():
-            return None
         machine = Machine(
             id=data["id"],
             description=data.get("description"),
@@ -223,11 +221,17 @@ class _Builder:
             file=self.path,
             fallback=fallbacks[0] if fallbacks else None,
         )
+        from .deep import check_files
+
+        if self.errors():
+            # the file checks of its own nodes still run (MCH-11, MCH-19, AGT-1), so a fix
+            # doesn't reveal them one round later; the derived ones (lint, AGT-5) need a
+            # machine without errors
+            self.reads = check_files(machine, self.prompts, self.cwds, self.add, complete=False)
+            return None
         from .lint import lint
 
         lint(machine, data, self.add)
-        from .deep import check_files
-
         self.reads = check_files(machine, self.prompts, self.cwds, self.add)
         return None if self.errors() else machine
 

@@ -397,12 +397,29 @@ def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
 
     out: list[Problem] = []
     for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
-        out.append(
-            Problem(
-                tuple(error.absolute_path), "EVT-1", f"not a valid JSON Schema: {error.message}"
-            )
-        )
+        path = tuple(error.absolute_path)
+        if path[-1:] == ("type",) and _is_type_word_typo(error.instance):
+            # jsonschema says "'strng' is not valid under any of the given schemas"
+            words = error.instance if isinstance(error.instance, list) else [error.instance]
+            bad = ", ".join(w for w in words if w not in _JSON_TYPES)
+            message = f"type {bad} doesn't exist (types: {', '.join(_JSON_TYPES)})"
+        else:
+            message = f"not a valid JSON Schema: {error.message}"
+        out.append(Problem(path, "EVT-1", message))
     return out
+
+
+_JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
+
+
+def _is_type_word_typo(value: Any) -> bool:
+    """A `type` that is a string, or a list of strings, naming something not a JSON type."""
+    words = value if isinstance(value, list) else [value]
+    return (
+        bool(words)
+        and all(isinstance(w, str) for w in words)
+        and any(w not in _JSON_TYPES for w in words)
+    )
 
 
 def _validator_for(schema: dict[str, Any]) -> Any:
