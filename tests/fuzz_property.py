@@ -280,7 +280,39 @@ def check_source(source: bytes | str, path: Path | str, limit: float = CASE_LIMI
     if result.machine is not None:
         with time_limit(limit, "using the machine"):
             check_machine(result.machine, result.findings)
+            check_views(result.machine)
+            check_compiled(result, str(path))
     return result
+
+
+def check_views(machine: Machine) -> None:
+    """Every `smllm graph` form renders; Mermaid labels stay on their line."""
+    from smllm.cli import graph
+
+    graph._text(machine), graph._dot(machine), graph._json(machine)
+    for line in graph._mermaid(machine):
+        one_line(line, "a Mermaid line")
+
+
+def check_compiled(result: LoadResult, path: str) -> None:
+    """`smllm compile`'s normal form loads back as the same machine (or can't be written, when
+    an inlined prompt file can't be read: then compile says so and writes nothing)."""
+    from machine_meaning import meaning
+
+    from smllm.machine.normal import NormalFormError, dump_normal, normal_form
+
+    assert result.machine is not None and result.data is not None
+    folder = os.path.dirname(path)
+    try:
+        text = dump_normal(normal_form(result.data, path, folder))
+    except NormalFormError:
+        return
+    back = load_machine_source(text, os.path.join(folder, "compiled.json"), "compiled.json")
+    errors = [f.text() for f in back.findings if f.level == "error"]
+    assert back.machine is not None, f"the compiled form doesn't load: {errors}"
+    assert meaning(back.machine) == meaning(result.machine), (
+        "the compiled form means another machine"
+    )
 
 
 def fuzz_check(source: bytes | str, path: Path | str) -> None:

@@ -6,54 +6,17 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import MACHINES, ROOT, smllm
+from machine_meaning import meaning
 
-from smllm.machine.load import load_machine_file, normalise_prompt
-from smllm.machine.model import Action, Machine, Transition
+from smllm.machine.load import load_machine_file
+from smllm.machine.model import Machine
 
 EXAMPLE = ROOT.parent / "src" / "smllm" / "examples" / "dev" / "dev.smllm.yaml"
 GOLDEN = ROOT / "golden" / "fix.compiled.json"
 EVERY = [*sorted(MACHINES.glob("*.smllm.yaml")), MACHINES / "fix" / "fix.smllm.yaml", EXAMPLE]
-
-
-def _prompt(action: Action) -> Action:
-    """A prompt as the agent gets it: its text, wherever it came from."""
-    if action.kind != "prompt":
-        return action
-    text = action.text
-    if text is None:
-        assert action.file is not None
-        text = normalise_prompt(Path(action.file).read_text())
-    return Action("prompt", text=text)
-
-
-def _meaning(machine: Machine) -> Any:
-    """What the engine does with a machine, with prompt files read and file names dropped."""
-
-    def actions(items: tuple[Action, ...]) -> tuple[Action, ...]:
-        return tuple(_prompt(a) for a in items)
-
-    def each(ts: tuple[Transition, ...]) -> tuple[Transition, ...]:
-        return tuple(t._replace(actions=actions(t.actions)) for t in ts)
-
-    states = {}
-    for name, s in machine.states.items():
-        entry = actions(s.entry)
-        if s.implied_prompt is not None and os.path.exists(s.implied_prompt):
-            text = normalise_prompt(Path(s.implied_prompt).read_text())
-            entry = (*entry, Action("prompt", text=text))
-        states[name] = s._replace(
-            entry=entry,
-            exit=actions(s.exit),
-            implied_prompt=None,
-            on={e: each(ts) for e, ts in s.on.items()},
-            always=each(s.always),
-        )
-    shared = tuple(x._replace(entry=actions(x.entry), exit=actions(x.exit)) for x in machine.shared)
-    return machine._replace(file="", states=states, shared=shared)
 
 
 def _load(path: Path) -> Machine:
@@ -85,7 +48,7 @@ def test_read_back_as_the_same_machine(source: Path, tmp_path: Path, env: dict[s
     out.parent.mkdir(parents=True)
     ran = smllm(["compile", str(here / source.name), "-o", str(out)], tmp_path, env)
     assert (ran.code, ran.out, ran.err) == (0, "", "")
-    assert _meaning(_load(out)) == _meaning(_load(here / source.name))
+    assert meaning(_load(out)) == meaning(_load(here / source.name))
     # compiling the normal form again changes nothing
     again = tmp_path / "elsewhere" / "deeper" / "m2.json"
     assert smllm(["compile", str(out), "-o", str(again)], tmp_path, env).code == 0
@@ -128,7 +91,7 @@ def test_text_yaml_cannot_read_raw_is_escaped(tmp_path: Path, env: dict[str, str
     raw = (tmp_path / "odd.json").read_text()
     for escaped in ("\\u2028", "\\u0085", "\\u007f"):
         assert escaped in raw
-    assert _meaning(_load(tmp_path / "odd.json")) == _meaning(_load(tmp_path / "odd.smllm.yaml"))
+    assert meaning(_load(tmp_path / "odd.json")) == meaning(_load(tmp_path / "odd.smllm.yaml"))
     assert '"timeoutSecs":2.5' in raw and '"cwd":"/"' in raw
 
 

@@ -3,8 +3,6 @@ and the held instance that can't go on (engine.md §5.4 – §5.6, §5.2, §7.2,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..machine.model import Machine, State
 from .call import Outcome
 from .idle import idle_prompt, idle_view, kind_of
@@ -13,7 +11,10 @@ from .reply import Header, Reply
 from .rules import gone_events, gone_note, not_configured, unconfigured_events
 from .steps import Run
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from .fire import _Fire
 
 __all__ = [

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..record import Record
 from .records import AuditRecord, InstanceWrite, Session, SessionWrite
 from .reply import Reply
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Call", "Outcome"]
 

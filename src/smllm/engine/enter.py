@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ..machine.model import Machine
 from .call import Outcome
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
 from .rules import duplicate, not_configured, quoted
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from typing import Any
+
     from .fire import _Fire
 
 __all__ = ["enter", "resume_idle"]

@@ -8,8 +8,6 @@ engine.md §4.1 touch the session).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..machine.config import Loaded
 from ..machine.model import Machine, State
 from .builtins import do_yield, let_go, resume_fallback, state_gone, unconfigured, unmatched
@@ -31,6 +29,10 @@ from .records import (
 from .reply import Header, Reply
 from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events, too_large
 from .steps import Run
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Call", "Outcome", "fire", "lost"]
 

@@ -22,7 +22,7 @@ __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records or the checks change, so old caches are ignored (a cache
 #: also names the smllm version that wrote it: an upgrade never reads an older one)
-CACHE_FORMAT = 5
+CACHE_FORMAT = 6
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 
@@ -31,7 +31,9 @@ try:  # the C unpickler alone: `pickle` itself costs ~2 ms of imports on every h
 except ImportError:  # pragma: no cover - Python builds without the accelerator
     from pickle import load as _pickle_load
 
-Signature = tuple[str, int, int, int] | tuple[str, None, None, None]
+#: (path, size, mtime, the bytes of a file changed close to the build, else False); a
+#: missing file is (path, None, None, False)
+Signature = tuple[str, int | None, int | None, bytes | bool | None]
 
 
 def cache_dir() -> str:
@@ -43,25 +45,24 @@ def _signature(path: str, built_ns: int) -> Signature:
     try:
         st = os.stat(path)
     except OSError:
-        return (path, None, None, None)
-    digest = 0
-    if st.st_mtime_ns >= built_ns - RACY_NS:
-        digest = _digest(path)
-    return (path, st.st_size, st.st_mtime_ns, digest)
+        return (path, None, None, False)
+    # a file changed this close to the build may change again within the mtime's resolution:
+    # keep its bytes, and compare them (not a checksum: no zlib on the hook path)
+    racy = _content(path) if st.st_mtime_ns >= built_ns - RACY_NS else False
+    return (path, st.st_size, st.st_mtime_ns, racy)
 
 
-def _digest(path: str) -> int:
-    import zlib  # only for a file changed within RACY_NS of the build: rare, so not at import
-
+def _content(path: str) -> bytes | None:
+    """The file's bytes, or None when it can't be read (a folder, say)."""
     try:
         with open(path, "rb") as f:
-            return zlib.crc32(f.read()) + 1
+            return f.read()
     except OSError:
-        return -1
+        return None
 
 
 def _fnv1a(data: bytes) -> int:
-    """32-bit FNV-1a: a stable name for a short key, without loading zlib on the hook path."""
+    """32-bit FNV-1a: a stable name for a short key, without zlib's import on the hook path."""
     h = 0x811C9DC5
     for byte in data:
         h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
@@ -70,7 +71,7 @@ def _fnv1a(data: bytes) -> int:
 
 def _fresh(signatures: list[Signature], built_ns: int) -> bool:
     for sig in signatures:
-        path, size, mtime, digest = sig
+        path, size, mtime, racy = sig
         try:
             st = os.stat(path)
         except OSError:
@@ -79,7 +80,7 @@ def _fresh(signatures: list[Signature], built_ns: int) -> bool:
             continue
         if size is None or st.st_size != size or st.st_mtime_ns != mtime:
             return False
-        if digest and _digest(path) != digest:
+        if racy is not False and _content(path) != racy:
             return False
     return True
 
