@@ -62,7 +62,7 @@ else:
                 None, _not_serializable, encode_basestring, None, key, item, False, False, True
             )
             _encoders[separators] = encode
-        if isinstance(value, str):  # as json.dumps: the C encoder wants a container
+        if isinstance(value, str):  # json.dumps takes the same shortcut for a bare string
             return str(encode_basestring(value))
         return "".join(encode(value, 0))
 
