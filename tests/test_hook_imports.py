@@ -213,3 +213,19 @@ def test_edited_machine_is_parsed_again(
     assert ran.code == 0, ran.err
     assert new in ran.out
     assert forbidden(names, baseline) == []
+
+
+def test_prompt_files_are_read_without_slow_modules(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    # the agent's instructions from a prompt file: read and normalised on the hook path
+    machine = project / ".smllm" / "dev.smllm.yaml"
+    text = machine.read_text()
+    start = text.index('{ text: "Write a plan for the issue')
+    end = text.index("}", start) + 1
+    machine.write_text(text[:start] + "{ file: plan.md }" + text[end:])
+    (project / ".smllm" / "plan.md").write_text("Plan from a file.\r\n\r\n")
+    key = _enter(project, env)
+    shown = smllm(["session", "show", key], project, env)
+    assert "Plan from a file.\n" in shown.out
+    assert slow(["session", "show", key], project, env, tmp_path) == []

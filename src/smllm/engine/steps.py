@@ -31,7 +31,7 @@ def prompt_text(host: Host, action: Action) -> tuple[str | None, str | None]:
         return None, f"Prompt failed: {action.file_shown}: {exc.reason}"
     if text is None:
         return None, None if action.optional else f"Prompt failed: {action.file_shown}: not found"
-    from ..machine.load import normalise_prompt
+    from ..machine.actions import normalise_prompt
 
     return normalise_prompt(text), None
 

@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from .load import normalise_prompt
+from .actions import normalise_prompt
 from .model import BUILTIN_EVENTS, DEFAULT_TIMEOUT_SECS
 
 __all__ = ["NormalFormError", "dump_normal", "normal_form"]
