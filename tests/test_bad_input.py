@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -209,3 +211,26 @@ def test_prompt_files_that_are_no_regular_file_or_too_large(
         _ok(ran)
         assert ran.code == 0, ran.err
         assert f"Prompt failed: {name}: {problem}" in ran.out
+
+
+def test_bytes_that_are_not_utf8(project: Path, env: dict[str, str]) -> None:
+    # bytes that aren't UTF-8 reach Python as lone surrogates, which no store can hold
+    key = _session(project, env)
+    ran = smllm(["fire", "--session", key, "enter", "--param", "issueId=GH-\udcff"], project, env)
+    _ok(ran)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err == "error: argument 'issueId=GH-\\udcff' is not UTF-8 text\n"
+    ran = smllm(["session", "show", "sm-\udcff"], project, env)
+    assert (ran.code, ran.err) == (2, "error: argument 'sm-\\udcff' is not UTF-8 text\n")
+    for io in ("utf-8:strict", "utf-8:surrogateescape"):  # as locales decide it
+        proc = subprocess.run(
+            [sys.executable, "-m", "smllm", "fire", "--session", key, "enter", "--params", "-"],
+            cwd=project,
+            env={**env, "PYTHONIOENCODING": io},
+            input=b'{"stateMachine": "dev", "issueId": "GH-\xff"}',
+            capture_output=True,
+        )
+        assert (proc.returncode, proc.stdout) == (1, b"")
+        message = b"error: params must be a JSON object: standard input is not UTF-8 text\n"
+        assert proc.stderr == message
+    assert not (project / ".smllm" / "state").exists()  # nothing was written

@@ -126,3 +126,9 @@ def test_errors_write_nothing(tmp_path: Path, env: dict[str, str]) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.smllm.yaml", "out.json"]
     missing = smllm(["compile", "nope.yaml"], tmp_path, env)
     assert (missing.code, missing.out, missing.err) == (2, "", "error: no file nope.yaml\n")
+    folder = smllm(["compile", "."], tmp_path, env)
+    assert (folder.code, folder.out, folder.err) == (
+        2,
+        "",
+        "error: . is a folder, not a machine file\n",
+    )

@@ -68,3 +68,9 @@ def test_write(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["info", "schema", "--write", "machine.schema.json"], tmp_path, env)
     assert (ran.code, ran.out) == (0, "wrote machine.schema.json\n")
     assert json.loads((tmp_path / "machine.schema.json").read_text()) == _schema(tmp_path, env)
+    # a place that can't be written: a clear error, nothing left behind
+    ran = smllm(["info", "schema", "--write", "no/such/folder/s.json"], tmp_path, env)
+    where = tmp_path / "no" / "such" / "folder" / "s.json"
+    assert (ran.code, ran.out) == (1, "")
+    assert ran.err == f"error: can't write {where}: No such file or directory\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["machine.schema.json"]

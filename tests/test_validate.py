@@ -96,6 +96,10 @@ def test_usage(tmp_path: Path, env: dict[str, str]) -> None:
     assert ran.err == "error: no config found; run smllm init, or pass --config\n"
     ran = smllm(["validate", "nope.smllm.yaml"], tmp_path, env)
     assert (ran.code, ran.out, ran.err) == (2, "", "error: no file nope.smllm.yaml\n")
+    (tmp_path / ".smllm").mkdir()
+    ran = smllm(["validate", ".smllm"], tmp_path, env)
+    message = "error: .smllm is a folder; give config files (.toml) or machine files\n"
+    assert (ran.code, ran.out, ran.err) == (2, "", message)
 
 
 FILES = """\

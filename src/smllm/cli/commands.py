@@ -7,7 +7,7 @@ import sys
 
 from ..api.app import App, CallError, Result
 from ..engine.records import Instance, Session
-from .main import Exit, config_option, emit_json
+from .main import Exit, config_option, emit_json, write_atomically
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -89,12 +89,7 @@ def init(args: Namespace) -> int:
 
 
 def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomically(path, text.encode("utf-8"))
 
 
 #: the schema file `new --write` keeps beside the config, for editors (`info schema` writes it)
@@ -231,7 +226,14 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
         return dict(items)
 
     if text == "-":
-        text = sys.stdin.read()
+        # bytes, whatever the locale would make of them: a text read is strict in some
+        # locales (an error) and surrogateescape in others (text no store can hold)
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise CallError(
+                "params must be a JSON object: standard input is not UTF-8 text"
+            ) from None
     try:
         value = json.loads(text, object_pairs_hook=keep)
     except ValueError as exc:

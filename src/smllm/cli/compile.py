@@ -6,12 +6,11 @@ nothing is written. The output is replaced atomically, so a reader never sees ha
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 
 from ..machine.config import shown_path
-from .main import Exit
+from .main import Exit, write_atomically
 from .validate import finding_lines
 
 TYPE_CHECKING = False
@@ -26,6 +25,8 @@ def compile_machine(args: Namespace) -> int:
     from ..machine.normal import NormalFormError, dump_normal, normal_form
 
     path = os.path.abspath(args.file)
+    if os.path.isdir(path):
+        raise Exit(2, f"{args.file} is a folder, not a machine file")
     if not os.path.isfile(path):
         raise Exit(2, f"no file {args.file}")
     result = load_machine_file(path, shown_path(path))
@@ -45,19 +46,5 @@ def compile_machine(args: Namespace) -> int:
     if out is None:
         sys.stdout.buffer.write(data)
         return 0
-    _write_atomically(out, data)
+    write_atomically(out, data)
     return 0
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise Exit(1, f"can't write {path}: {exc.strerror}") from None

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from argparse import Namespace
 
-__all__ = ["Exit", "config_option", "emit_json", "main"]
+__all__ = ["Exit", "config_option", "emit_json", "main", "utf8", "write_atomically"]
 
 
 class Exit(Exception):
@@ -37,6 +37,36 @@ def config_option(args: Namespace) -> str | None:
     if explicit and not os.path.isfile(explicit):
         raise Exit(2, f"config file {explicit} not found")
     return explicit
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write `path` whole or not at all (a temporary file, synced, then renamed); a path that
+    can't be written is `error: can't write PATH: REASON`, exit 1."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise Exit(1, f"can't write {path}: {exc.strerror}") from None
+
+
+def utf8(text: str) -> bool:
+    """Whether `text` is text: bytes that aren't UTF-8 reach Python as lone surrogates (in
+    arguments and, in some locales, standard input), and no store or reply can hold them."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def emit_json(obj: Any) -> None:
@@ -121,7 +151,11 @@ def _dispatch(args: Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
     try:
-        args = _fast_args(list(sys.argv[1:] if argv is None else argv))
+        words = list(sys.argv[1:] if argv is None else argv)
+        for word in words:
+            if not utf8(word):
+                raise Exit(2, f"argument {word!a} is not UTF-8 text")
+        args = _fast_args(words)
         if args is None:
             from .parser import parse
 

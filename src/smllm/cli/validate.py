@@ -71,6 +71,8 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
     for path in args.paths:
         if not os.path.exists(path):
             raise Exit(2, f"no file {path}")
+        if os.path.isdir(path):
+            raise Exit(2, f"{path} is a folder; give config files (.toml) or machine files")
         (configs if path.endswith(".toml") else machines).append(os.path.abspath(path))
     if not args.paths:
         found = find_configs(os.getcwd(), config_option(args))

@@ -47,7 +47,16 @@ def load_machine_file(path: str, shown: str) -> LoadResult:
             source = f.read()
     except OSError as exc:
         return LoadResult(
-            None, [Finding.make("FMT-1", shown, f"can't read the file: {exc.strerror}")], None
+            None,
+            [
+                Finding.make(
+                    "FMT-1",
+                    shown,
+                    f"can't read the file: {exc.strerror}",
+                    hint="check the path and that smllm may read it",
+                )
+            ],
+            None,
         )
     return load_machine_source(source, path, shown)
 
