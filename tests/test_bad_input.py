@@ -234,3 +234,12 @@ def test_bytes_that_are_not_utf8(project: Path, env: dict[str, str]) -> None:
         message = b"error: params must be a JSON object: standard input is not UTF-8 text\n"
         assert proc.stderr == message
     assert not (project / ".smllm" / "state").exists()  # nothing was written
+
+
+def test_a_state_home_that_is_a_file(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+    state = tmp_path / "state-file"
+    state.write_text("not a folder\n")
+    ran = smllm(["session", "new"], project, {**env, "XDG_STATE_HOME": str(state)})
+    _ok(ran)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err == f"error: can't create {state / 'smllm'}: Not a directory\n"

@@ -89,10 +89,14 @@ class SqliteStore:
                 return None
             folder = os.path.dirname(self.path)
             if not os.path.isdir(folder):
-                os.makedirs(folder, exist_ok=True)
-                if self.gitignore:
-                    with open(os.path.join(folder, ".gitignore"), "w") as f:
-                        f.write("*\n")
+                try:
+                    os.makedirs(folder, exist_ok=True)
+                    if self.gitignore:
+                        with open(os.path.join(folder, ".gitignore"), "w") as f:
+                            f.write("*\n")
+                except OSError as exc:
+                    # e.g. XDG_STATE_HOME names a file: the store can't be made there
+                    raise StoreError(f"can't create {folder}: {exc.strerror}") from None
         try:
             conn = sqlite3.connect(
                 self.path, timeout=BUSY_TIMEOUT_SECS, isolation_level=None, check_same_thread=False
