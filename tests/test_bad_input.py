@@ -243,3 +243,12 @@ def test_a_state_home_that_is_a_file(project: Path, env: dict[str, str], tmp_pat
     _ok(ran)
     assert (ran.code, ran.out) == (2, "")
     assert ran.err == f"error: can't create {state / 'smllm'}: Not a directory\n"
+
+
+def test_a_file_where_a_folder_goes(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / ".smllm").write_text("a file, not the folder\n")
+    ran = smllm(["init"], tmp_path, env)
+    _ok(ran)
+    assert (ran.code, ran.out) == (1, "")
+    assert ran.err == f"error: can't create {tmp_path / '.smllm'}: File exists\n"
+    assert (tmp_path / ".smllm").read_text() == "a file, not the folder\n"

@@ -7,7 +7,7 @@ import sys
 
 from ..api.app import App, CallError, Result
 from ..engine.records import Instance, Session
-from .main import Exit, config_option, emit_json, write_atomically
+from .main import Exit, config_option, emit_json, make_folder, write_atomically
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def init(args: Namespace) -> int:
     path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm", "config.toml")
     created = not os.path.exists(path)
     if created:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        make_folder(os.path.dirname(path))
         _atomic_write(path, CONFIG_TEMPLATE)
     if args.json:
         emit_json({"path": path, "created": created})
@@ -152,7 +152,7 @@ def new(args: Namespace) -> int:
     updated = _add_machine_file(config, entry)
     schema = os.path.join(os.path.dirname(config), SCHEMA_FILE)
     text = machine_template(args.id, os.path.relpath(schema, folder))
-    os.makedirs(folder, exist_ok=True)
+    make_folder(folder)
     _atomic_write(path, text)
     _atomic_write(config, updated)
     schema_written = not os.path.exists(schema)

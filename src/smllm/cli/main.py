@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from argparse import Namespace
 
-__all__ = ["Exit", "config_option", "emit_json", "main", "utf8", "write_atomically"]
+__all__ = ["Exit", "config_option", "emit_json", "main", "make_folder", "utf8", "write_atomically"]
 
 
 class Exit(Exception):
@@ -55,6 +55,14 @@ def write_atomically(path: str, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise Exit(1, f"can't write {path}: {exc.strerror}") from None
+
+
+def make_folder(path: str) -> None:
+    """`mkdir -p path`; one that can't be made is `error: can't create PATH: REASON`, exit 1."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise Exit(1, f"can't create {path}: {exc.strerror}") from None
 
 
 def utf8(text: str) -> bool:
