@@ -35,7 +35,6 @@ import contextlib
 import cProfile
 import gc
 import io
-import math
 import os
 import platform
 import pstats
@@ -52,6 +51,7 @@ from typing import Any, NamedTuple
 #: what a warm `session show` must not import (top-level package names)
 # the one list of modules the hook path must not import lives with its test
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from report import Stats, heading, verdict
 from test_hook_imports import FORBIDDEN
 
 FIRE_MEDIAN_MS = 1.0
@@ -62,31 +62,6 @@ ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
 # -- small helpers ------------------------------------------------------------------------------
-
-
-class Stats(NamedTuple):
-    n: int
-    median: float
-    p90: float
-    low: float
-    mean: float
-
-    @classmethod
-    def of(cls, ms: list[float]) -> Stats:
-        s = sorted(ms)
-        p90 = s[max(0, math.ceil(0.9 * len(s)) - 1)]  # nearest rank
-        return cls(len(s), statistics.median(s), p90, s[0], statistics.fmean(s))
-
-    def line(self, unit: str = "ms") -> str:
-        return (
-            f"median {self.median:8.3f} {unit}   p90 {self.p90:8.3f} {unit}   "
-            f"min {self.low:8.3f} {unit}   (n={self.n})"
-        )
-
-
-def heading(title: str) -> None:
-    print()
-    print(f"== {title} " + "=" * max(0, 86 - len(title)))
 
 
 def crockford(n: int) -> str:
@@ -609,10 +584,6 @@ def import_report(
 
 
 # -- the report -----------------------------------------------------------------------------------
-
-
-def verdict(ok: bool | None) -> str:
-    return "info" if ok is None else "PASS" if ok else "MISS"
 
 
 def fire_medians(setups: list[Setup], fires: int) -> dict[str, Stats]:

@@ -30,19 +30,19 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import math
 import os
 import platform
 import random
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from typing import NamedTuple
+
+from report import Stats, heading, verdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTS = os.path.join(ROOT, "tests")
@@ -55,34 +55,6 @@ MACHINES = 50
 
 
 # -- small helpers ------------------------------------------------------------------------------
-
-
-class Stats(NamedTuple):
-    n: int
-    median: float
-    p90: float
-    low: float
-
-    @classmethod
-    def of(cls, values: list[float]) -> Stats:
-        s = sorted(values)
-        p90 = s[max(0, math.ceil(0.9 * len(s)) - 1)]  # nearest rank
-        return cls(len(s), statistics.median(s), p90, s[0])
-
-    def line(self) -> str:
-        return (
-            f"median {self.median * 1000:8.1f} ms   p90 {self.p90 * 1000:8.1f} ms   "
-            f"min {self.low * 1000:8.1f} ms   (n={self.n})"
-        )
-
-
-def heading(title: str) -> None:
-    print()
-    print(f"== {title} " + "=" * max(0, 86 - len(title)))
-
-
-def verdict(ok: bool | None) -> str:
-    return "info" if ok is None else "PASS" if ok else "MISS"
 
 
 @contextlib.contextmanager
@@ -405,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             cold = validate(project, env)
             cold_times.append(cold.seconds)
         cold_stats = Stats.of(cold_times)
-        print(f"  {'cold':<6} {cold_stats.line()}")
+        print(f"  {'cold':<6} {cold_stats.line(scale=1000, digits=1)}")
         print(f"  exit {cold.code}; {counts(cold)}")
         clean = cold.code == 0 and cold.err == ""
         if not clean:
@@ -426,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
                 rewrites.append(changed(before, after))
             before = after
         warm = Stats.of(warm_times)
-        print(f"  {'warm':<6} {warm.line()}")
+        print(f"  {'warm':<6} {warm.line(scale=1000, digits=1)}")
         ratio = warm.median / cold_stats.median
         print(f"  warm / cold (medians): {ratio:.2f}")
         print(f"  cache rewritten by a warm run: {rewrites[0] if rewrites else 'never'}")
