@@ -92,3 +92,17 @@ def every_machine(project: Path) -> Path:
     files = ", ".join(f'"{n}.smllm.yaml"' for n in ["dev", *ALL])
     (smllm_dir / "config.toml").write_text(f"[machines]\nfiles = [{files}]\n")
     return project
+
+
+def enter_args(key: str, ref: str) -> list[str]:
+    """`smllm fire --session KEY enter` for issue REF of the example machine."""
+    return [
+        "fire",
+        "--session",
+        key,
+        "enter",
+        "--param",
+        "stateMachine=dev",
+        "--param",
+        f"issueId={ref}",
+    ]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import Ran, smllm
+from conftest import Ran, enter_args, smllm
 
 
 def _ok(ran: Ran) -> None:
@@ -88,20 +88,7 @@ def test_megabyte_params_are_refused(project: Path, env: dict[str, str]) -> None
 
 def test_ref_with_a_newline(project: Path, env: dict[str, str]) -> None:
     key = _session(project, env)
-    ran = smllm(
-        [
-            "fire",
-            "--session",
-            key,
-            "enter",
-            "--param",
-            "stateMachine=dev",
-            "--param",
-            "issueId=GH-1\n",
-        ],
-        project,
-        env,
-    )
+    ran = smllm(enter_args(key, "GH-1\n"), project, env)
     _ok(ran)
     assert ran.code == 1
     assert 'error: enter param issueId must match ^GH-[0-9]+$ (got "GH-1\\n")' in ran.out

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, smllm
+from conftest import ROOT, enter_args, smllm
 
 RACER = ROOT / "helpers" / "racer.py"
 SQLITE_CLI = "/usr/bin/sqlite3"
@@ -41,20 +41,6 @@ Call = dict[str, Any]
 
 
 # -- reading the stores ------------------------------------------------------------------------
-
-
-def enter_args(key: str, ref: str) -> list[str]:
-    """`smllm fire --session KEY enter` for issue REF of the example machine."""
-    return [
-        "fire",
-        "--session",
-        key,
-        "enter",
-        "--param",
-        "stateMachine=dev",
-        "--param",
-        f"issueId={ref}",
-    ]
 
 
 def project_db(project: Path) -> Path:
