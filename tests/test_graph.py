@@ -67,6 +67,27 @@ def test_json(every_machine: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is installed by .ci/run")
+def test_dot_of_the_seed_machine(every_machine: Path, env: dict[str, str]) -> None:
+    assert smllm(["graph", "dev", "--dot"], every_machine, env).out == (
+        'digraph "dev" {\n'
+        "  rankdir=LR;\n"
+        "  node [shape=box, style=rounded];\n"
+        '  "__start" [shape=point];\n'
+        '  "__start" -> "PLAN";\n'
+        '  "PLAN" [label="PLAN\\n[initial, entry point]"];\n'
+        '  "WORK" [label="WORK"];\n'
+        '  "DONE" [label="DONE\\n[final]", peripheries=2];\n'
+        '  "PLAN" -> "WORK" [label="planned [command `test -f PLAN.md`]"];\n'
+        '  "PLAN" -> "PLAN" [label="planned (reenter)"];\n'
+        '  "WORK" -> "DONE" [label="done"];\n'
+        "}\n"
+    )
+    # setRef and host-only events are marked as in the text form
+    fix = smllm(["graph", "fix", "--dot"], every_machine, env).out
+    assert '"TRIAGE" -> "REPRO" [label="triaged (setRef)"];' in fix
+    assert '[label="approved (host)"];' in fix
+
+
 def test_dot_renders_with_graphviz(every_machine: Path, env: dict[str, str]) -> None:
     for name in ["dev", *ALL]:
         ran = smllm(["graph", name, "--dot"], every_machine, env)
@@ -77,7 +98,7 @@ def test_dot_renders_with_graphviz(every_machine: Path, env: dict[str, str]) -> 
 
 MERMAID_LINE = re.compile(
     r"    (\[\*\]|s[0-9]+) --> (\[\*\]|s[0-9]+)( : [^\"`:;#\x00-\x1f]+)?"
-    r"|    state \"[A-Za-z0-9_-]+\" as s[0-9]+"
+    r"|    state \"[A-Za-z0-9_-]+( \[(entry point|fallback|entry point, fallback)\])?\" as s[0-9]+"
 )
 
 
@@ -87,10 +108,10 @@ def test_mermaid_is_a_state_diagram(every_machine: Path, env: dict[str, str]) ->
     dev = smllm(["graph", "dev", "--mermaid"], every_machine, env).out
     assert dev == (
         '---\ntitle: "dev"\n---\nstateDiagram-v2\n'
-        '    state "PLAN" as s0\n    state "WORK" as s1\n    state "DONE" as s2\n'
+        '    state "PLAN [entry point]" as s0\n    state "WORK" as s1\n    state "DONE" as s2\n'
         "    [*] --> s0\n"
         "    s0 --> s1 : planned [command test -f PLAN.md]\n"
-        "    s0 --> s0 : planned\n"
+        "    s0 --> s0 : planned (reenter)\n"
         "    s1 --> s2 : done\n"
         "    s2 --> [*]\n"
     )

@@ -54,16 +54,31 @@ def drawn(result: Result) -> list[tuple[str, str, str]]:
     return [(names[a], names[b], label) for a, b, label in result["edges"]]
 
 
-def expected(machine: dict[str, Any]) -> list[tuple[str, str, str | None]]:
-    """The machine's edges from `graph --json`; the label is the event, or None when guarded
-    (checked apart: the guard's text is trimmed for Mermaid)."""
-    out: list[tuple[str, str, str | None]] = [("[*]", machine["initial"], "")]
+def marks(t: dict[str, Any]) -> str:
+    """What `graph` adds to an edge's label after the event and guard."""
+    host = bool(t["event"] != "always" and t["source"] == "host")
+    return " (reenter)" * bool(t["reenter"]) + " (setRef)" * bool(t["setRef"]) + " (host)" * host
+
+
+def expected(machine: dict[str, Any]) -> list[tuple[str, str, re.Pattern[str]]]:
+    """The machine's edges from `graph --json`, each label as a pattern: exact, but for a
+    guard's text, which is trimmed for Mermaid (`EVENT [GUARD] MARKS`)."""
+    exact = re.compile("")
+    out = [("[*]", machine["initial"], exact)]
     for state in machine["states"]:
         for t in state["transitions"]:
-            label = None if t["guard"] else t["event"]
+            guard = r" \[.*\]" if t["guard"] else ""
+            label = re.compile(re.escape(t["event"]) + guard + re.escape(marks(t)))
             out.append((state["name"], t["target"] or state["name"], label))
-    out += [(s["name"], "[*]", "") for s in machine["states"] if s["final"]]
+    out += [(s["name"], "[*]", exact) for s in machine["states"] if s["final"]]
     return out
+
+
+def state_label(state: dict[str, Any]) -> str:
+    """A state's box: its name, and the marks that [*] doesn't show."""
+    tags = ["entry point"] * bool(state["entryPoint"]) + ["fallback"] * bool(state["fallback"])
+    name: str = state["name"]
+    return name + (f" [{', '.join(tags)}]" if tags else "")
 
 
 def assert_matches(result: Result, machine: dict[str, Any], diagram: str) -> None:
@@ -75,14 +90,12 @@ def assert_matches(result: Result, machine: dict[str, Any], diagram: str) -> Non
     want = expected(machine)
     got = drawn(result)
     assert len(got) == len(want), where
+    labels = {s["name"]: state_label(s) for s in machine["states"]}
     for (a, b, label), (wa, wb, wlabel) in zip(got, want, strict=True):
-        assert (a, b) == (wa, wb), where
-        if wlabel is None:  # guarded: `EVENT [GUARD]`
-            assert re.fullmatch(r"\S+ \[.*\]", label), where
-        else:
-            assert label == wlabel, where
+        assert (a, b) == (labels.get(wa, wa), labels.get(wb, wb)), where
+        assert wlabel.fullmatch(label), f"{label!r} !~ {wlabel.pattern!r}\n{where}"
     # every state drawn (those without edges too), and none made up from a stray line
-    states = {s["name"] for s in machine["states"]}
+    states = set(labels.values())
     assert {label for _, shape, label in result["nodes"] if shape == "rect"} == states, where
 
 

@@ -45,6 +45,18 @@ def _tags(m: Machine, name: str) -> list[str]:
     return tags
 
 
+def _marks(m: Machine, event: str, t: Transition) -> str:
+    """` (reenter)`, ` (setRef)`, ` (host)`: what a candidate does besides its target."""
+    host = event != "always" and m.source(event) == "host"
+    return " (reenter)" * t.reenter + " (setRef)" * t.set_ref + " (host)" * host
+
+
+def _label(m: Machine, event: str, t: Transition) -> str:
+    """An edge's label in the drawn forms: `EVENT [GUARD] (reenter) (setRef) (host)`."""
+    guard = _guard(t.guard)
+    return event + (f" [{guard}]" if guard else "") + _marks(m, event, t)
+
+
 def _text(m: Machine) -> list[str]:
     lines = [f"{m.id}: {m.description}" if m.description else m.id]
     by_state: dict[str, list[tuple[str, Transition]]] = {}
@@ -57,9 +69,7 @@ def _text(m: Machine) -> list[str]:
             guard = _guard(t.guard)
             line = f"  {event}" + (f" [{guard}]" if guard else "")
             line += f" → {t.target}" if t.target is not None else " → (stays)"
-            line += " (reenter)" * t.reenter + " (setRef)" * t.set_ref
-            line += " (host)" * (event != "always" and m.source(event) == "host")
-            lines.append(line)
+            lines.append(line + _marks(m, event, t))
     return lines
 
 
@@ -78,11 +88,14 @@ def _mermaid(m: Machine) -> list[str]:
     # or `root_start` are keywords, bad ids or Mermaid's own ids for [*]
     ids = {name: f"s{i}" for i, name in enumerate(m.states)}
     lines = ["---", f"title: {json.dumps(m.id)}", "---", "stateDiagram-v2"]
-    lines += [f'    state "{name}" as {ids[name]}' for name in m.states]
+    for name in m.states:
+        # [*] shows the initial and the final states; the other marks go in the label
+        tags = [tag for tag in _tags(m, name) if tag not in ("initial", "final")]
+        label = _mermaid_label(name + (f" [{', '.join(tags)}]" if tags else ""))
+        lines.append(f'    state "{label}" as {ids[name]}')
     lines.append(f"    [*] --> {ids[m.initial]}")
     for source, event, t in edges(m):
-        guard = _guard(t.guard)
-        label = _mermaid_label(event + (f" [{guard}]" if guard else ""))
+        label = _mermaid_label(_label(m, event, t))
         lines.append(f"    {ids[source]} --> {ids[t.target or source]} : {label}")
     lines += [f"    {ids[name]} --> [*]" for name, s in m.states.items() if s.final]
     return lines
@@ -106,10 +119,9 @@ def _dot(m: Machine) -> list[str]:
         label = name + (f"\n[{', '.join(tags)}]" if tags else "")
         lines.append(f"  {q(name)} [label={q(label)}{shape}];")
     for source, event, t in edges(m):
-        guard = _guard(t.guard)
-        label = event + (f" [{guard}]" if guard else "") + " (reenter)" * t.reenter
         style = ", style=dashed" if event == "always" else ""
-        lines.append(f"  {q(source)} -> {q(t.target or source)} [label={q(label)}{style}];")
+        label = q(_label(m, event, t))
+        lines.append(f"  {q(source)} -> {q(t.target or source)} [label={label}{style}];")
     lines.append("}")
     return lines
 
