@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 import tomlkit
-from fuzz_property import RANDOM, TOTAL, line_count, one_line, time_limit
-from hypothesis import HealthCheck, given, settings
+from fuzz_property import fuzz_settings, line_count, one_line, time_limit
+from hypothesis import given
 from hypothesis import strategies as st
 
 from smllm.api.saved import check_saved
@@ -61,17 +61,6 @@ VALUES: tuple[Any, ...] = (
     "statusline", "mcp", 0, -1, 1.5, True, [], ["fix.smllm.yaml", "fix.smllm.yaml"], [1, "x"],
     {}, {"text": "t"}, {"file": "idle.md"}, {"text": "a", "file": "b"}, {"x": 1}, [[]], [{}],
 )  # fmt: skip
-
-
-def _settings() -> settings:
-    return settings(
-        max_examples=max(1, TOTAL // 2),
-        deadline=None,
-        derandomize=not RANDOM,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        print_blob=True,
-    )
 
 
 def _value(draw: st.DrawFn) -> Any:
@@ -188,13 +177,13 @@ def test_seed_configs_are_clean(project: Path, seed: str) -> None:
     assert errors == [] or "SMLLM_FUZZ_UNSET" in seed, errors
 
 
-@_settings()
+@fuzz_settings(0.5)
 @given(mutated_data())
 def test_fuzz_config_data(project: Path, source: str) -> None:
     check_config(project, source)
 
 
-@_settings()
+@fuzz_settings(0.5)
 @given(mutated_text())
 def test_fuzz_config_text(project: Path, source: bytes) -> None:
     check_config(project, source)

@@ -68,9 +68,6 @@ else:
                 raise TypeError(f"{type(self).__name__} has no field {next(iter(changes))!r}")
             return _tuple_new(type(self), values)
 
-        def _asdict(self) -> dict[str, Any]:
-            return dict(zip(self._fields, self, strict=True))
-
     class _RecordMeta(type):
         def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any]) -> type:
             if ns.get("_root_record"):
@@ -80,7 +77,6 @@ else:
             body = {k: v for k, v in ns.items() if k not in fields and k != "__annotations__"}
             body["__slots__"] = ()
             body["_fields"] = fields
-            body["__match_args__"] = fields
             body["__new__"] = _constructor(name, fields, defaults)
             for at, field in enumerate(fields):
                 body[field] = _tuplegetter(at, f"Field {at}: {field}")

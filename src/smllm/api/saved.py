@@ -14,6 +14,10 @@ from ..machine.regex import pattern_matches
 from ..store.base import SavedRow, StoreError
 from .stores import open_store
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["check_saved"]
 
 
@@ -66,16 +70,23 @@ def _in_config(config: str, rule: str, message: str, at: tuple[str, ...] | None)
     return config_finding(config, _config_text(config), rule, message, at)
 
 
-def _in_machine(machine: Machine, rule: str, message: str, at: tuple[str, ...]) -> Finding:
-    """A finding about `machine`'s file, at the YAML node `at` (or the nearest one above)."""
+def _yaml_doc(file: str) -> Any:
+    """The YAML tree of a machine file, for positions; None when it can't be read now."""
     from ..machine.yamltree import YamlError, load_yaml
 
-    line = col = None
     try:
-        with open(machine.file, "rb") as f:
-            doc = load_yaml(f.read())
+        with open(file, "rb") as f:
+            return load_yaml(f.read())
     except (OSError, YamlError):
-        doc = None
+        return None
+
+
+def _in_machine(
+    machine: Machine, doc: Any, rule: str, message: str, at: tuple[str, ...]
+) -> Finding:
+    """A finding about `machine`'s file, at the node `at` of its tree `doc` (the key for
+    `states`, else the value), or the nearest node above it."""
+    line = col = None
     probe = at
     while doc is not None and probe:
         pos = doc.value_pos.get(probe) if probe != ("states",) else doc.key_pos.get(probe)
@@ -89,6 +100,13 @@ def _in_machine(machine: Machine, rule: str, message: str, at: tuple[str, ...]) 
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:
     out: list[Finding] = []
     orphans: Counter[str] = Counter()
+    docs: dict[str, Any] = {}  # each machine file parsed once, however many rows name it
+
+    def at_node(machine: Machine, rule: str, message: str, at: tuple[str, ...]) -> Finding:
+        if machine.file not in docs:
+            docs[machine.file] = _yaml_doc(machine.file)
+        return _in_machine(machine, docs[machine.file], rule, message, at)
+
     for row in rows:
         machine = machines.get(row.machine)
         inst = row.instance
@@ -106,17 +124,15 @@ def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str)
         if inst.status in (ACTIVE, INTERRUPTED, PAUSED) and inst.state not in machine.states:
             # at `states:`, where the state would have to come back
             message = f"{name} is saved in {inst.state}, which no longer exists"
-            out.append(_in_machine(machine, "INS-1", message, ("states",)))
+            out.append(at_node(machine, "INS-1", message, ("states",)))
         back = inst.resume_state
         if inst.status != COMPLETED and back is not None and back not in machine.states:
             message = f"{name} would return to {back}, which no longer exists"
-            out.append(_in_machine(machine, "INS-2", message, ("states",)))
+            out.append(at_node(machine, "INS-2", message, ("states",)))
         pattern = machine.ref.pattern
         if inst.ref is not None and pattern is not None and not pattern_matches(pattern, inst.ref):
             message = f"{machine.kind} {inst.ref} no longer matches {pattern}"
-            out.append(
-                _in_machine(machine, "INS-6", message, ("meta", "instance", "ref", "pattern"))
-            )
+            out.append(at_node(machine, "INS-6", message, ("meta", "instance", "ref", "pattern")))
     for mid, count in orphans.items():
         noun = "saved instance" if count == 1 else "saved instances"
         message = f"{count} {noun} of {mid}, which is not configured"

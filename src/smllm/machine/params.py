@@ -178,27 +178,22 @@ def _walk_keywords(
                 _check_pattern(pat, (*path, key, pat), out)
 
 
-_MISSING = object()
-
-
-def _pointer_target(params: dict[str, Any], ref: str) -> Any:
-    """The schema `#/$defs/…` names inside `params`, or _MISSING."""
+def _resolve(params: dict[str, Any], ref: str) -> tuple[tuple[str | int, ...], Any] | None:
+    """(where, schema) of the schema `#/$defs/…` names inside `params`, or None: the JSON
+    Pointer's parts unescaped, a list's index as a number."""
+    where: list[str | int] = []
     node: Any = params
-    for part in ref[2:].split("/"):
-        part = part.replace("~1", "/").replace("~0", "~")
+    for raw in ref[2:].split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
+            where.append(part)
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            where.append(int(part))
             node = node[int(part)]
         else:
-            return _MISSING
-    return node
-
-
-def _pointer_path(ref: str) -> tuple[str | int, ...]:
-    """`#/$defs/a/items` → ("$defs", "a", "items"), where the schema `ref` names lies."""
-    parts = (p.replace("~1", "/").replace("~0", "~") for p in ref[2:].split("/"))
-    return tuple(int(p) if p.isdigit() else p for p in parts)
+            return None
+    return tuple(where), node
 
 
 def _refs(schema: Any, path: tuple[str | int, ...], in_place: bool) -> list[tuple[Any, ...]]:
@@ -229,17 +224,19 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
     a value (`a: {$ref: "#/$defs/a"}`): both fail every time the param is checked."""
     out: list[Problem] = []
     found = _refs(params, (), False)
+    targets = {ref: _resolve(params, ref) for _, ref, _ in found}
     for where, ref, _ in found:
-        if _pointer_target(params, ref) is _MISSING:
+        if targets[ref] is None:
             out.append(Problem(where, "EVT-1", f"$ref {ref} points at nothing in $defs"))
     if out:
         return out
     # the refs each target reaches in place: a cycle among them never reaches a value
     reach: dict[str, list[tuple[Any, str]]] = {}
-    for _, ref, _ in found:
-        if ref not in reach:
-            target = _pointer_target(params, ref)
-            reach[ref] = [(w, r) for w, r, same in _refs(target, (), True) if same]
+    places: dict[str, tuple[str | int, ...]] = {}
+    for ref, target in targets.items():
+        assert target is not None
+        places[ref] = target[0]
+        reach[ref] = [(w, r) for w, r, same in _refs(target[1], (), True) if same]
     done: set[str] = set()
     for _, start, _ in found:
         if start in done:
@@ -258,7 +255,7 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
                 names = " → ".join(r.removeprefix("#/$defs/") for r in loop)
                 out.append(
                     Problem(
-                        (*_pointer_path(trail[-1]), *where),
+                        (*places[trail[-1]], *where),
                         "EVT-1",
                         f"$ref loops without reaching a value: {names}",
                     )
@@ -398,11 +395,9 @@ def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
     out: list[Problem] = []
     for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
         path = tuple(error.absolute_path)
-        if path[-1:] == ("type",) and _is_type_word_typo(error.instance):
-            # jsonschema says "'strng' is not valid under any of the given schemas"
-            words = error.instance if isinstance(error.instance, list) else [error.instance]
-            bad = ", ".join(w for w in words if w not in _JSON_TYPES)
-            message = f"type {bad} doesn't exist (types: {', '.join(_JSON_TYPES)})"
+        unknown = _unknown_types(error.instance) if path[-1:] == ("type",) else []
+        if unknown:  # jsonschema says "'strng' is not valid under any of the given schemas"
+            message = f"type {', '.join(unknown)} doesn't exist (types: {', '.join(_JSON_TYPES)})"
         else:
             message = f"not a valid JSON Schema: {error.message}"
         out.append(Problem(path, "EVT-1", message))
@@ -412,14 +407,12 @@ def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
 _JSON_TYPES = ("array", "boolean", "integer", "null", "number", "object", "string")
 
 
-def _is_type_word_typo(value: Any) -> bool:
-    """A `type` that is a string, or a list of strings, naming something not a JSON type."""
+def _unknown_types(value: Any) -> list[str]:
+    """The words of a `type` (a string, or a list of strings) that name no JSON type."""
     words = value if isinstance(value, list) else [value]
-    return (
-        bool(words)
-        and all(isinstance(w, str) for w in words)
-        and any(w not in _JSON_TYPES for w in words)
-    )
+    if not all(isinstance(w, str) for w in words):
+        return []
+    return [w for w in words if w not in _JSON_TYPES]
 
 
 def _validator_for(schema: dict[str, Any]) -> Any:

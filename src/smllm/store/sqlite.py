@@ -19,7 +19,7 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
-from ..jsontext import dumps as _json_dumps
+from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
 from .base import (
     RefTaken,
@@ -64,10 +64,6 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX audit_session ON audit(session, seq)",
     ),
 }
-
-
-def _dumps(value: Any) -> str:
-    return _json_dumps(value)
 
 
 class SqliteStore:
