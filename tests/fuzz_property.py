@@ -149,10 +149,11 @@ def one_line(value: str, what: str) -> None:
     assert len(value.splitlines()) <= 1 and "\n" not in value, f"{what} spans lines: {value!r}"
 
 
-def check_finding(f: Finding, lines: int) -> None:
+def check_wording(f: Finding, rules: re.Pattern[str]) -> None:
+    """A finding's rule is one of `rules` at its level, and every part of it is one line."""
     assert isinstance(f, Finding)
     str(f), repr(f)
-    assert _RULE.match(f.rule), f"unexpected rule {f.rule!r} for one machine file"
+    assert rules.match(f.rule), f"unexpected rule {f.rule!r}"
     assert f.level == LEVELS.get(f.rule, "error"), f"{f.rule} has level {f.level}"
     one_line(f.message, "message")
     assert f.message.strip(), f"empty message for {f.rule}"
@@ -161,6 +162,10 @@ def check_finding(f: Finding, lines: int) -> None:
     if f.hint is not None:
         one_line(f.hint, "hint")
     one_line(f.text(), "the finding's text")
+
+
+def check_finding(f: Finding, lines: int) -> None:
+    check_wording(f, _RULE)  # the rules of one machine file
     if f.level == "error":
         assert f.line is not None, f"error without a line: {f.text()}"
     if f.line is not None:

@@ -25,13 +25,13 @@ from typing import Any
 
 import pytest
 import tomlkit
-from fuzz_property import fuzz_settings, line_count, one_line, time_limit
+from fuzz_property import check_wording, fuzz_settings, line_count, time_limit
 from hypothesis import given
 from hypothesis import strategies as st
 
 from smllm.api.saved import check_saved
 from smllm.machine.config import load_configs
-from smllm.machine.findings import LEVELS, Finding
+from smllm.machine.findings import Finding
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "machines" / "fix"  # fix.smllm.yaml and its prompt files
@@ -142,12 +142,7 @@ def check_config(project: Path, source: bytes | str) -> None:
     if not valid:
         assert [f.rule for f in mine] == ["CFG-1"], [f.text() for f in mine]
     for f in findings:
-        assert _RULE.match(f.rule), f.rule
-        assert f.level == LEVELS.get(f.rule, "error"), f"{f.rule} has level {f.level}"
-        for part, what in ((f.message, "message"), (f.path, "path"), (f.hint, "hint")):
-            if part is not None:
-                one_line(part, what)
-        one_line(f.text(), "the finding's text")
+        check_wording(f, _RULE)
     for f in mine:
         if f.rule.startswith("INS") and f.line is None:
             continue  # about the store, not the text: the default store has no key
