@@ -106,3 +106,12 @@ def enter_args(key: str, ref: str) -> list[str]:
         "--param",
         f"issueId={ref}",
     ]
+
+
+def require_tool(name: str, install: str) -> str:
+    """The path of the outside tool NAME; without it the test fails (never skips), saying how
+    to get it (INSTALL). scripts/test installs every tool the tests need."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"needs `{name}`, not found on PATH: {install} (scripts/test installs it)")
+    return path

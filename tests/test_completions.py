@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import smllm
+from conftest import require_tool, smllm
 
 
 def _complete(script: Path, *words: str) -> str:
@@ -61,14 +60,14 @@ def test_another_shell(tmp_path: Path, env: dict[str, str]) -> None:
     assert ran.err == "error: no completions for tcsh (shells: bash, zsh, fish)\n"
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is installed by .ci/run")
 def test_fish_completes(tmp_path: Path, env: dict[str, str]) -> None:
+    fish = require_tool("fish", "apt-get install fish")
     script = tmp_path / "smllm.fish"
     script.write_text(smllm(["completions", "fish"], tmp_path, env).out)
 
     def complete(line: str) -> list[str]:
         ran = subprocess.run(
-            ["fish", "--no-config", "-c", f"source {script}; complete -C '{line}'"],
+            [fish, "--no-config", "-c", f"source {script}; complete -C '{line}'"],
             capture_output=True,
             text=True,
             check=True,
@@ -80,8 +79,8 @@ def test_fish_completes(tmp_path: Path, env: dict[str, str]) -> None:
     assert complete("smllm fire --par") == ["--param", "--params"]
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is installed by .ci/run")
 def test_zsh_script_parses(tmp_path: Path, env: dict[str, str]) -> None:
+    zsh = require_tool("zsh", "apt-get install zsh")
     script = tmp_path / "_smllm"
     script.write_text(smllm(["completions", "zsh"], tmp_path, env).out)
-    assert subprocess.run(["zsh", "-n", str(script)]).returncode == 0
+    assert subprocess.run([zsh, "-n", str(script)]).returncode == 0

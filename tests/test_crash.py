@@ -53,10 +53,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, smllm
+from conftest import ROOT, require_tool, smllm
 
 CRASHER = ROOT / "helpers" / "crasher.py"
-SQLITE_CLI = "/usr/bin/sqlite3"
 KILLS = 50
 SEED = 20261202
 REF = "GH-1"
@@ -104,9 +103,10 @@ def integrity(db: Path, cli: bool) -> None:
             assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal", db
     finally:
         conn.close()
-    if cli and os.path.exists(SQLITE_CLI):
+    if cli:
+        sqlite_cli = require_tool("sqlite3", "apt-get install sqlite3")
         proc = subprocess.run(
-            [SQLITE_CLI, str(db), "PRAGMA integrity_check;"],
+            [sqlite_cli, str(db), "PRAGMA integrity_check;"],
             capture_output=True,
             text=True,
             timeout=30,

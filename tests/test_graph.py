@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-from conftest import ALL, smllm
+from conftest import ALL, require_tool, smllm
 
 
 def test_text(every_machine: Path, env: dict[str, str]) -> None:
@@ -66,7 +64,6 @@ def test_json(every_machine: Path, env: dict[str, str]) -> None:
     }
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz is installed by .ci/run")
 def test_dot_of_the_seed_machine(every_machine: Path, env: dict[str, str]) -> None:
     assert smllm(["graph", "dev", "--dot"], every_machine, env).out == (
         'digraph "dev" {\n'
@@ -89,9 +86,10 @@ def test_dot_of_the_seed_machine(every_machine: Path, env: dict[str, str]) -> No
 
 
 def test_dot_renders_with_graphviz(every_machine: Path, env: dict[str, str]) -> None:
+    dot = require_tool("dot", "apt-get install graphviz")
     for name in ["dev", *ALL]:
         ran = smllm(["graph", name, "--dot"], every_machine, env)
-        svg = subprocess.run(["dot", "-Tsvg"], input=ran.out, capture_output=True, text=True)
+        svg = subprocess.run([dot, "-Tsvg"], input=ran.out, capture_output=True, text=True)
         assert (svg.returncode, svg.stderr) == (0, ""), name
         assert "<svg" in svg.stdout
 

@@ -1,8 +1,8 @@
 """`smllm graph --mermaid` checked by Mermaid's own parser (tests/mermaid/check.mjs, under Node).
 
 Every example machine, and machines with tricky names, must parse as a stateDiagram-v2 whose
-states and edges are the machine's. Needs `node` and `npm ci --prefix tests/mermaid` (.ci/run
-installs both); skipped without them.
+states and edges are the machine's. Needs `node` and `npm ci --prefix tests/mermaid` (scripts/test
+installs both); the tests that run the checker fail without them, saying so.
 """
 
 from __future__ import annotations
@@ -10,21 +10,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ALL, write_machine
+from conftest import ALL, require_tool, write_machine
 
 CHECKER = Path(__file__).resolve().parent / "mermaid"
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(
-    NODE is None or not (CHECKER / "node_modules" / "mermaid" / "package.json").is_file(),
-    reason="needs node and Mermaid: npm ci --prefix tests/mermaid (.ci/run installs it)",
-)
 
 Result = dict[str, Any]  # one line of check.mjs's output
 Checked = dict[str, tuple[dict[str, Any], str, Result]]  # case → (machine, diagram, result)
@@ -32,9 +26,14 @@ Checked = dict[str, tuple[dict[str, Any], str, Result]]  # case → (machine, di
 
 def check(diagrams: list[str]) -> tuple[int, list[Result]]:
     """Every diagram through Mermaid's parser in one Node process: the exit code and results."""
-    assert NODE is not None
+    node = require_tool("node", "apt-get install nodejs npm (Node 20 or newer)")
+    if not (CHECKER / "node_modules" / "mermaid" / "package.json").is_file():
+        pytest.fail(
+            "needs Mermaid's pinned npm packages: npm ci --prefix tests/mermaid"
+            " (scripts/test installs them)"
+        )
     proc = subprocess.run(
-        [NODE, str(CHECKER / "check.mjs")],
+        [node, str(CHECKER / "check.mjs")],
         input=json.dumps(diagrams),
         capture_output=True,
         text=True,
