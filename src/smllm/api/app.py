@@ -12,13 +12,20 @@ from collections.abc import Mapping
 
 from ..engine.host import Host
 from ..engine.idle import kind_of
-from ..engine.records import AuditRecord, Session
+from ..engine.records import AuditRecord, Session, iso
 from ..engine.reply import Reply
+from ..errors import (
+    CallError,
+    RefTaken,
+    SessionBusy,
+    StoreConflict,
+)
 from ..machine.config import Loaded, StoreSpec, find_configs
 from ..record import Record
-from ..store.base import InstanceStore, RefTaken, StoreConflict
+from ..store.base import InstanceStore
 from ..store.sqlite import SqliteStore
-from .stores import Stores, user_store
+from .calllock import CallLock
+from .stores import Stores, state_home, user_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -35,10 +42,6 @@ _PASS_KEY = (
     "pass the session key from the latest <smllm> header, or fire enter without one "
     "to start a session"
 )
-
-
-class CallError(Exception):
-    """A call that isn't a refusal in a block (cli-and-harnesses.md §3): exit 1, `error: …`."""
 
 
 class Result(Record):
@@ -117,7 +120,35 @@ class App:
         s = self.session(key)
         loaded = self.load(s.configs)
         stores = Stores(loaded, self.user, self.opened)
+        s = self._recovered(loaded, s, stores, write=False)
         return Result(True, view(loaded, s, stores, self.host), s, stores)
+
+    def _locked(self, key: str) -> CallLock:
+        """The session's call lock, held (engine.md §10: one call of a session at a time);
+        SessionBusy when another call holds it."""
+        lock = CallLock(state_home(), key)
+        if not lock.acquire():
+            raise SessionBusy(key)
+        return lock
+
+    def _recovered(self, loaded: Loaded, s: Session, stores: Stores, write: bool) -> Session:
+        """`s`, holding again the instance it holds by the instance records (the truth) when
+        a crash cut a call off between its instance and its session commits. A view only
+        shows it; a call writes it first (under the call lock)."""
+        from ..engine.recover import recovery
+
+        if s.holding is not None:
+            return s
+        found = recovery(loaded, s, stores.held_by(s.key), iso(self.host.now()))
+        if found is None:
+            return s
+        sw, audit = found
+        if not write:
+            return sw.session
+        try:
+            return self.user.commit_session(sw, audit)
+        except StoreConflict:
+            return self.session(s.key)
 
     def fire(
         self,
@@ -127,18 +158,35 @@ class App:
         source: str = "agent",
         harness: str = "none",
     ) -> Result:
+        """Fire one event. Post-state on error: CallError (SessionBusy included) and
+        StoreError leave every store as it was, and no command has run."""
         if key is None and event != "enter":
             raise CallError(f"{event} needs a session; {_PASS_KEY}")
         if key is None:
-            session = None
-            configs = self.configs_here()
-        else:
-            session = self.session(key)
-            configs = session.configs
-        loaded = self.load(configs)
-        stores = Stores(loaded, self.user, self.opened)
+            return self._fire(None, self.configs_here(), event, params, source, harness)
+        self.session(key)  # an unknown key is a call error, before any lock file is made
+        lock = self._locked(key)
+        try:
+            session = self.session(key)  # as it is now that this call holds the lock
+            return self._fire(session, session.configs, event, params, source, harness)
+        finally:
+            lock.release()
+
+    def _fire(
+        self,
+        session: Session | None,
+        configs: tuple[str, ...],
+        event: str,
+        params: tuple[tuple[str, Any], ...],
+        source: str,
+        harness: str,
+    ) -> Result:
         from ..engine.fire import Call, fire
 
+        loaded = self.load(configs)
+        stores = Stores(loaded, self.user, self.opened)
+        if session is not None:
+            session = self._recovered(loaded, session, stores, write=True)
         call = Call(event, params, source, session, harness, self.cwd, configs)
         outcome = fire(loaded, call, stores, self.host)
         return self.commit(loaded, stores, call, outcome)
@@ -146,8 +194,8 @@ class App:
     def commit(self, loaded: Loaded, stores: Stores, call: Call, outcome: Outcome) -> Result:
         """Apply an outcome's writes: instances first (they are the truth), then the session.
 
-        A lost race commits only the loser's return to idle (never an instance write) and
-        replies with the engine's message for it.
+        A lost instance race commits only the loser's return to idle (never an instance
+        write) and replies with the engine's message for it.
         """
         from ..engine.fire import lost
 
@@ -174,26 +222,11 @@ class App:
             try:
                 session = self.user.commit_session(outcome.session, outcome.audit)
             except StoreConflict:
-                # another call of this same session moved it on meanwhile: this call's
-                # instance write stands (the instance is the truth, §10), and the reply says
-                # where the session is now
-                return self._overtaken(loaded, stores, call, outcome)
+                # only a writer without the call lock (an older smllm) gets here: the instance
+                # write stands and the reply says so truthfully; the session's next call
+                # takes the instance back (`_recovered`)
+                session = self.user.session(outcome.session.session.key)
         return Result(outcome.ok, outcome.reply, session, stores)
-
-    def _overtaken(self, loaded: Loaded, stores: Stores, call: Call, outcome: Outcome) -> Result:
-        from ..engine.view import view
-
-        inst = outcome.instances[-1].instance if outcome.instances else None
-        what = f"{kind_of(loaded, inst.machine)} {inst.label}" if inst is not None else "it"
-        message = (
-            f"another call of this session changed it first; {what} was written, and "
-            "this is where the session is now"
-        )
-        fresh = self.user.session(call.session.key) if call.session else None
-        if fresh is None:
-            return Result(False, outcome.reply._replace(error=message), None, stores)
-        reply = view(loaded, fresh, stores, self.host)
-        return Result(False, reply._replace(error=message), fresh, stores)
 
     def _settle(self, call: Call, outcome: Outcome, stores: Stores) -> Result:
         session = call.session
@@ -250,35 +283,52 @@ class App:
         return self.user.commit_session(SessionWrite(new, True, None, frozenset()), audit)
 
     def stop(self, key: str, continuing: bool | None) -> StopOutcome:
-        """engine.md §9 for a session; commits the block count or the return to idle."""
-        from ..engine.view import stop
+        """engine.md §9 for a session; commits the block count or the return to idle.
+
+        While another call of the session runs (a fire in a background shell), the stop is
+        allowed and nothing is written: hooks fail open, and that call's reply decides."""
+        from ..engine.view import ALLOW, stop
 
         s = self.session(key)
-        loaded = self.load(s.configs)
-        stores = Stores(loaded, self.user, self.opened)
-        outcome = stop(loaded, s, continuing, stores, self.host)
-        if outcome.session is None:
-            if outcome.audit:  # a runaway stop writes its audit record and nothing else
-                self.user.append_audit(key, outcome.audit)
+        lock = CallLock(state_home(), key)
+        if not lock.acquire():
+            return ALLOW
+        try:
+            s = self.session(key)
+            loaded = self.load(s.configs)
+            stores = Stores(loaded, self.user, self.opened)
+            s = self._recovered(loaded, s, stores, write=True)
+            outcome = stop(loaded, s, continuing, stores, self.host)
+            if outcome.session is None:
+                if outcome.audit:  # a runaway stop writes its audit record and nothing else
+                    self.user.append_audit(key, outcome.audit)
+                return outcome
+            try:  # noqa: SIM105 - contextlib would cost an import on the hook path
+                self.user.commit_session(outcome.session, outcome.audit)
+            except StoreConflict:  # only a writer without the lock: the next stop decides
+                pass
             return outcome
-        # a conflict: the session moved on meanwhile; its next stop decides again
-        try:  # noqa: SIM105 - contextlib would cost an import on the hook path
-            self.user.commit_session(outcome.session, outcome.audit)
-        except StoreConflict:
-            pass
-        return outcome
+        finally:
+            lock.release()
 
     def prompt_submitted(self, key: str) -> None:
-        """A user prompt clears `yielded` and `blocks` (engine.md §9)."""
+        """A user prompt clears `yielded` and `blocks` (engine.md §9). While another call of
+        the session runs, nothing is written (that call's accepted event clears them)."""
         from ..engine.view import prompt_submitted
 
-        s = self.session(key)
-        write, audit = prompt_submitted(s, self.host)
-        if write is not None:
-            try:  # noqa: SIM105 - as above
-                self.user.commit_session(write, audit)
-            except StoreConflict:
-                pass
+        self.session(key)
+        lock = CallLock(state_home(), key)
+        if not lock.acquire():
+            return
+        try:
+            write, audit = prompt_submitted(self.session(key), self.host)
+            if write is not None:
+                try:  # noqa: SIM105 - as above
+                    self.user.commit_session(write, audit)
+                except StoreConflict:
+                    pass
+        finally:
+            lock.release()
 
     def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
         """The session-start hook: the bound session's view, or a new session in idle.

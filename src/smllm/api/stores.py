@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 from ..engine.idle import sort_paused
 from ..engine.records import Instance
+from ..errors import StoreError
 from ..machine.config import Loaded, StoreSpec
-from ..store.base import InstanceStore, StoreError
+from ..store.base import InstanceStore
 from ..store.sqlite import SqliteStore
 
 __all__ = ["Stores", "state_home", "user_store"]
@@ -91,6 +92,14 @@ class Stores:
     def find(self, machine: str, id_or_ref: str) -> Instance | None:
         store = self.store_of(machine)
         return store.find(machine, id_or_ref) if store is not None else None
+
+    def held_by(self, key: str) -> list[Instance]:
+        """Every store's instances held by session `key` (engine/recover.py)."""
+        found: list[Instance] = []
+        for store in self.instance_stores():
+            found += store.held_by(key)
+        found.sort(key=lambda i: i.updated, reverse=True)
+        return found
 
     def session_taken(self, key: str) -> bool:
         return self.user.key_taken(key)

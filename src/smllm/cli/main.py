@@ -189,14 +189,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write("error: interrupted\n")
         return 2
     except Exception as exc:  # an internal error: exit 2, never a traceback
-        from ..store.base import StoreBusy, StoreError
+        from ..errors import SmllmError
 
-        if isinstance(exc, StoreBusy):
+        if isinstance(exc, SmllmError):
             sys.stderr.write(f"error: {exc}\n")
-            return 1
-        if isinstance(exc, StoreError):
-            sys.stderr.write(f"error: {exc}\n")
-            return 2
+            return exc.exit_code
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc}\n")
         if os.environ.get("SMLLM_DEBUG"):
             import traceback

@@ -6,6 +6,7 @@ ISO-8601 strings with microseconds (`2026-12-02T14:44:41.123456Z`): they sort as
 
 from __future__ import annotations
 
+from ..errors import StoreConflict
 from ..record import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -221,6 +222,21 @@ class SessionWrite(Record):
     create: bool
     expected_holding: Place | None
     changes: frozenset[str]  # the fields of `session` this write sets
+
+    def merge(self, current: Session) -> Session:
+        """The session to store in place of `current` (its stored version): `changes` applied
+        to it, version + 1. StoreConflict when its `holding` is not `expected_holding`."""
+        if current.holding != self.expected_holding:
+            raise StoreConflict("", current.key)
+        new, changes = self.session, self.changes
+        return current._replace(
+            version=current.version + 1,
+            holding=new.holding if "holding" in changes else current.holding,
+            interrupted=new.interrupted if "interrupted" in changes else current.interrupted,
+            yielded=new.yielded if "yielded" in changes else current.yielded,
+            blocks=new.blocks if "blocks" in changes else current.blocks,
+            last_active=new.last_active if "lastActive" in changes else current.last_active,
+        )
 
 
 def iso(now: datetime) -> str:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     DecisionValue = Literal["allow", "block", "runaway"]
 
 
-__all__ = ["Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
+__all__ = ["ALLOW", "Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
 
 
 def _idle_reply(
@@ -97,7 +97,7 @@ class StopOutcome(Record):
     audit: tuple[AuditRecord, ...] = ()
 
 
-_ALLOW = StopOutcome(Decision.ALLOW, None)
+ALLOW = StopOutcome(Decision.ALLOW, None)
 
 
 def stop(
@@ -105,7 +105,7 @@ def stop(
 ) -> StopOutcome:
     """engine.md §9, rules 2 – 7 (rule 1, no session bound, is the hook's)."""
     if session.holding is None:
-        return _ALLOW
+        return ALLOW
     at = iso(host.now())
     left, inst = _held(loaded, reader, session)
     if left is not None:
@@ -118,7 +118,7 @@ def stop(
     assert inst is not None
     machine = loaded.machines.get(inst.machine)
     if machine is None or session.yielded:
-        return _ALLOW
+        return ALLOW
     state = machine.states.get(inst.state)
     if state is None:
         reply = Reply(

@@ -18,6 +18,7 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import loads as _json_loads
 from ..record import Record
 
@@ -38,38 +39,6 @@ __all__ = [
     "StoreTooNew",
     "read_instance",
 ]
-
-
-class StoreError(Exception):
-    """The store can't be used; the CLI prints `error: MESSAGE` and exits 2."""
-
-
-class StoreBusy(StoreError):
-    def __init__(self) -> None:
-        super().__init__("the store is busy")
-
-
-class StoreTooNew(StoreError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"{name} was written by a newer smllm")
-
-
-class StoreConflict(Exception):
-    """Another writer changed the record since it was read (a lost race)."""
-
-    def __init__(self, machine: str, id: str) -> None:
-        super().__init__(f"{machine}/{id} changed")
-        self.machine = machine
-        self.id = id
-
-
-class RefTaken(Exception):
-    """A new instance's ref (or id) is already taken in its machine."""
-
-    def __init__(self, machine: str, ref: str) -> None:
-        super().__init__(f"{machine}/{ref} taken")
-        self.machine = machine
-        self.ref = ref
 
 
 class SavedRow(Record):
@@ -144,6 +113,10 @@ class InstanceStore(Protocol):
         """Instances, most recently updated first."""
 
     def history(self, machine: str, id: str) -> list[HistoryRecord]: ...
+
+    def held_by(self, key: str) -> list[Instance]:
+        """The `active` and `interrupted` instances whose holder is `key`, most recently
+        updated first (a session an interrupted call left behind, engine/recover.py)."""
 
     def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
         """All or nothing; StoreConflict on a stale version, RefTaken on a taken ref."""

@@ -19,17 +19,10 @@ from ..engine.records import (
     Session,
     SessionWrite,
 )
+from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import (
-    RefTaken,
-    SavedRow,
-    StoreBusy,
-    StoreConflict,
-    StoreError,
-    StoreTooNew,
-    read_instance,
-)
+from .base import SavedRow, read_instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -262,6 +255,14 @@ class SqliteStore:
         rows = self._read(f"SELECT data FROM instances{where} ORDER BY updated DESC", args)
         return self._readable(rows)
 
+    def held_by(self, key: str) -> list[Instance]:
+        rows = self._read(
+            "SELECT data FROM instances WHERE status IN ('active', 'interrupted') "
+            "AND json_extract(data, '$.holder') = ? ORDER BY updated DESC, id",
+            (key,),
+        )
+        return self._readable(rows)
+
     def saved(self) -> list[SavedRow]:
         out = []
         for id, machine, data in self._read("SELECT id, machine, data FROM instances ORDER BY id"):
@@ -380,18 +381,7 @@ class SqliteStore:
             rows = conn.execute("SELECT data FROM sessions WHERE key = ?", (new.key,)).fetchall()
             if not rows:
                 raise StoreConflict("", new.key)
-            current = Session.from_json(_json_loads(rows[0][0]))
-            if current.holding != write.expected_holding:
-                raise StoreConflict("", new.key)
-            c = write.changes
-            merged = current._replace(
-                version=current.version + 1,
-                holding=new.holding if "holding" in c else current.holding,
-                interrupted=new.interrupted if "interrupted" in c else current.interrupted,
-                yielded=new.yielded if "yielded" in c else current.yielded,
-                blocks=new.blocks if "blocks" in c else current.blocks,
-                last_active=new.last_active if "lastActive" in c else current.last_active,
-            )
+            merged = write.merge(Session.from_json(_json_loads(rows[0][0])))
             conn.execute(
                 "UPDATE sessions SET last_active = ?, data = ? WHERE key = ?",
                 (merged.last_active, _dumps(merged.to_json()), merged.key),

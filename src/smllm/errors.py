@@ -1,0 +1,94 @@
+"""Every error the smllm library raises, and the exit code a surface gives it.
+
+    SmllmError                      the root; `exit_code` is what the CLI exits with
+    ├── CallError        exit 1     a call that can't be answered with a block: no or unknown
+    │   │                           session key, params that aren't a JSON object
+    │   └── SessionBusy  exit 1     another call of the session is still running (engine.md §10)
+    └── StoreError       exit 2     a store that can't be opened, read or created
+        ├── StoreBusy    exit 1     a writer waited 5 s for a lock (cli-and-harnesses.md §1)
+        ├── StoreTooNew  exit 2     written by a newer smllm
+        ├── StoreConflict           a lost race: the record changed since it was read; the
+        │                           library turns it into the engine's reply, so no surface
+        │                           sees it
+        └── RefTaken                a new ref (or id) taken meanwhile; likewise
+
+A refusal of an event is not an error: it is a value (a `Reply` with `error`), exit 1. Errors in
+machine files and configs are findings (`machine/findings.py`), not exceptions. Our own API
+misuse raises `ValueError` or `TypeError`; anything else reaching a surface is an internal
+error (exit 2, `error: internal error: …`, never a traceback).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CallError",
+    "RefTaken",
+    "SessionBusy",
+    "SmllmError",
+    "StoreBusy",
+    "StoreConflict",
+    "StoreError",
+    "StoreTooNew",
+]
+
+
+class SmllmError(Exception):
+    """The root of smllm's errors; `str(error)` is the one-line message after `error: `."""
+
+    exit_code = 2
+
+
+class CallError(SmllmError):
+    """A call that isn't a refusal in a block (cli-and-harnesses.md §3)."""
+
+    exit_code = 1
+
+
+class SessionBusy(CallError):
+    """Another call of this session holds its call lock; nothing was read or written."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(
+            f"session {key} is busy with another call; wait for its reply, then fire again"
+        )
+        self.key = key
+
+
+class StoreError(SmllmError):
+    """The store can't be used."""
+
+    exit_code = 2
+
+
+class StoreBusy(StoreError):
+    exit_code = 1
+
+    def __init__(self) -> None:
+        super().__init__("the store is busy")
+
+
+class StoreTooNew(StoreError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} was written by a newer smllm")
+
+
+class StoreConflict(StoreError):
+    """Another writer changed the record since it was read (a lost race)."""
+
+    exit_code = 1
+
+    def __init__(self, machine: str, id: str) -> None:
+        super().__init__(f"{machine}/{id} changed")
+        self.machine = machine
+        self.id = id
+
+
+class RefTaken(StoreError):
+    """A new instance's ref (or id) is already taken in its machine."""
+
+    exit_code = 1
+
+    def __init__(self, machine: str, ref: str) -> None:
+        super().__init__(f"{machine}/{ref} taken")
+        self.machine = machine
+        self.ref = ref
