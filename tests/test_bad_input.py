@@ -12,6 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import Ran, enter_args, smllm
 
+#: what commands other than validate say of a broken machine file or config (validation.md §1)
+NOTE = "note: {} errors, so machines in it aren't configured; smllm validate tells why\n"
+
 
 def _ok(ran: Ran) -> None:
     assert "Traceback" not in ran.err and "Traceback" not in ran.out
@@ -30,8 +33,12 @@ def test_broken_yaml_is_left_out_with_its_line(project: Path, env: dict[str, str
     _ok(ran)
     assert ran.code == 0
     assert "No state machines are configured." in ran.out
-    assert ran.err.startswith(".smllm/dev.smllm.yaml:3:")
-    assert "error: not valid YAML: " in ran.err and ran.err.rstrip().endswith("(FMT-1)")
+    # findings are validate's to print (validation.md §1); other commands say so in a line
+    assert ran.err == NOTE.format(".smllm/dev.smllm.yaml has")
+    ran = smllm(["validate"], project, env)
+    assert ran.code == 1
+    assert ran.out.startswith(".smllm/dev.smllm.yaml:3:")
+    assert "error: not valid YAML: " in ran.out and "(FMT-1)" in ran.out
 
 
 def test_unknown_keys_and_duplicates(project: Path, env: dict[str, str]) -> None:
@@ -40,10 +47,13 @@ def test_unknown_keys_and_duplicates(project: Path, env: dict[str, str]) -> None
     path.write_text(text)
     ran = smllm(["session", "new"], project, env)
     _ok(ran)
-    assert ran.err.splitlines() == [
-        ".smllm/dev.smllm.yaml:5:1: error: id: id is repeated (first at line 1) (FMT-2)",
+    assert ran.err == NOTE.format(".smllm/dev.smllm.yaml has")
+    ran = smllm(["validate"], project, env)
+    assert ran.out.splitlines()[::2] == [
         ".smllm/dev.smllm.yaml:4:1: error: initail: unknown key initail (allowed: id, "
         "description, initial, meta, states) (FMT-4)",
+        ".smllm/dev.smllm.yaml:5:1: error: id: id is repeated (first at line 1) (FMT-2)",
+        "2 errors, 0 warnings, 0 info",
     ]
 
 
@@ -52,14 +62,16 @@ def test_broken_toml(project: Path, env: dict[str, str]) -> None:
     ran = smllm(["session", "new"], project, env)
     _ok(ran)
     assert ran.code == 0
-    assert ran.err.startswith(".smllm/config.toml:3:1: error: not valid TOML: ")
-    assert ran.err.rstrip().endswith("(CFG-1)")
+    assert ran.err == NOTE.format(".smllm/config.toml has")
+    ran = smllm(["validate"], project, env)
+    assert ran.out.startswith(".smllm/config.toml:3:1: error: not valid TOML: ")
+    assert "(CFG-1)\n" in ran.out
     (project / ".smllm" / "config.toml").write_text(
         '[machines]\nfiles = ["dev.smllm.yaml"]\nfile = 3\n[extra]\n'
     )
-    ran = smllm(["session", "new"], project, env)
-    assert "unknown key machines.file (allowed: files) (CFG-2)" in ran.err
-    assert "unknown key extra (allowed: machines, idle, state, harness) (CFG-2)" in ran.err
+    ran = smllm(["validate"], project, env)
+    assert "unknown key machines.file (allowed: files) (CFG-2)" in ran.out
+    assert "unknown key extra (allowed: machines, idle, state, harness) (CFG-2)" in ran.out
 
 
 def test_params_that_are_not_an_object(project: Path, env: dict[str, str]) -> None:

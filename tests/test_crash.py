@@ -32,7 +32,8 @@ after a crash is repaired by §7.1 on its next call." So after a kill between th
 - *orphan*: the instance is `active` (or `interrupted`) with this session as holder, but the
   session doesn't hold it (or has no slot for it): an `enter`/`resume` (or `unmatched`) whose
   session write was lost. Only the session's own last event can cause it, so the instance's last
-  history record must be that session's; `enter` from idle continues the instance.
+  history record must be that session's. The session's next call (or view) takes it back
+  (engine/recover.py): the session holds it again (or has it in its slot), audit `moved`.
 
 A session never names an instance that doesn't exist (the instance commits first).
 """
@@ -208,11 +209,14 @@ class Snapshot:
 
 
 def next_event(snap: Snapshot, key: str) -> list[str]:
-    """What the agent of session `key` would fire next, as `smllm fire` arguments."""
+    """What the agent of session `key` would fire next, as `smllm fire` arguments: what its
+    view shows, and a view of an idle session shows the instances it holds by their records
+    (engine/recover.py)."""
     s = snap.sessions[key]
-    if s["holding"] is not None:
+    held = {i["status"] for i in snap.instances.values() if i["holder"] == key}
+    if s["holding"] is not None or "active" in held:
         return ["yield"]
-    if s["interrupted"] is not None:
+    if s["interrupted"] is not None or "interrupted" in held:
         return ["resume"]
     return ["enter", "--param", "stateMachine=dev", "--param", f"issueId={REF}"]
 
@@ -356,7 +360,7 @@ CASES: dict[str, Case] = {
         [],
         ("A", ENTER),
         {"A": ["orphan active"], "B": []},
-        [("A", ENTER, 0, "Arrived by: enter\n")],
+        [("A", ["yield"], 0, "Yielded: staying in PLAN.")],
     ),
     "takeover": (
         [("A", ENTER)],
@@ -364,7 +368,7 @@ CASES: dict[str, Case] = {
         {"A": ["stale holding"], "B": ["orphan active"]},
         [
             ("A", ["yield"], 1, f"error: issue {REF} moved to session {{B}}; you are in idle"),
-            ("B", ENTER, 0, "Arrived by: enter\n"),
+            ("B", ["yield"], 0, "Yielded: staying in PLAN."),
         ],
     ),
     "pause": (
@@ -382,17 +386,14 @@ CASES: dict[str, Case] = {
         {"A": ["stale holding", "orphan interrupted"], "B": []},
         [
             ("A", ["yield"], 1, f"error: issue {REF} is interrupted; you are in idle"),
-            ("A", ENTER, 0, "Arrived by: enter\n"),
+            ("A", ["resume"], 0, "Arrived by: resume\n"),
         ],
     ),
     "resume": (
         [("A", ENTER), ("A", ["unmatched"])],
         ("A", ["resume"]),
         {"A": ["stale slot", "orphan active"], "B": []},
-        [
-            ("A", ["resume"], 1, "error: the interrupted instance is no longer interrupted"),
-            ("A", ENTER, 0, "Arrived by: enter\n"),
-        ],
+        [("A", ["yield"], 0, "Yielded: staying in PLAN.")],
     ),
     "yield": (
         [("A", ENTER)],

@@ -30,8 +30,16 @@ values = st.recursive(
 @settings(max_examples=300, derandomize=True, database=None)
 @given(values)
 def test_dumps_is_json_dumps(value: Any) -> None:
-    assert dumps(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    assert dumps(value, (", ", ": ")) == json.dumps(value, ensure_ascii=False)
+    compact = {"ensure_ascii": False, "separators": (",", ":"), "allow_nan": False}
+    try:
+        expected = json.dumps(value, **compact)  # type: ignore[arg-type]
+    except ValueError as exc:  # a non-finite number: refused alike
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            dumps(value)
+        assert "not JSON compliant" in str(exc)
+        return
+    assert dumps(value) == expected
+    assert dumps(value, (", ", ": ")) == json.dumps(value, ensure_ascii=False, allow_nan=False)
 
 
 @settings(max_examples=300, derandomize=True, database=None)

@@ -1,6 +1,8 @@
 """Every error the smllm library raises, and the exit code a surface gives it.
 
     SmllmError                      the root; `exit_code` is what the CLI exits with
+    ├── NoConfig         exit 2     no config is found where the command needs one
+    ├── NotFound         exit 1     a lookup (an instance, a machine) found nothing, or several
     ├── CallError        exit 1     a call that can't be answered with a block: no or unknown
     │   │                           session key, params that aren't a JSON object
     │   └── SessionBusy  exit 1     another call of the session is still running (engine.md §10)
@@ -22,6 +24,8 @@ from __future__ import annotations
 
 __all__ = [
     "CallError",
+    "NoConfig",
+    "NotFound",
     "RefTaken",
     "SessionBusy",
     "SmllmError",
@@ -36,6 +40,17 @@ class SmllmError(Exception):
     """The root of smllm's errors; `str(error)` is the one-line message after `error: `."""
 
     exit_code = 2
+
+
+class NoConfig(SmllmError):
+    exit_code = 2
+
+    def __init__(self) -> None:
+        super().__init__("no config found; run smllm init, or pass --config")
+
+
+class NotFound(SmllmError):
+    exit_code = 1
 
 
 class CallError(SmllmError):

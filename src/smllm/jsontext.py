@@ -2,8 +2,10 @@
 
 `import json` also imports `re` and `enum`: about 7 ms of a 40 ms hook call, for a codec that
 lives in `_json` anyway. `dumps` gives exactly the text of
-`json.dumps(value, ensure_ascii=False, separators=(",", ":"))` and `loads` the values of
-`json.loads(text)`; where `_json` is missing (another Python), both are the `json` module's.
+`json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)` (a non-finite
+number is a ValueError: `Infinity` is not JSON, and nothing smllm prints or stores may hold it)
+and `loads` the values of `json.loads(text)`; where `_json` is missing (another Python), both
+are the `json` module's.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ except ImportError:  # pragma: no cover - a Python without the C accelerator
     import json as _json_module
 
     def dumps(value: Any, separators: tuple[str, str] = (",", ":")) -> str:
-        return _json_module.dumps(value, ensure_ascii=False, separators=separators)
+        return _json_module.dumps(
+            value, ensure_ascii=False, separators=separators, allow_nan=False
+        )
 
     def loads(text: str) -> Any:
         return _json_module.loads(text)
@@ -52,14 +56,14 @@ else:
     _encoders: dict[tuple[str, str], Any] = {}
 
     def dumps(value: Any, separators: tuple[str, str] = (",", ":")) -> str:
-        """`json.dumps(value, ensure_ascii=False, separators=separators)`."""
+        """`json.dumps(value, ensure_ascii=False, separators=separators, allow_nan=False)`."""
         encode = _encoders.get(separators)
         if encode is None:
             item, key = separators
             # markers None: no cycle check (smllm's values are trees), so nothing is kept
             # between calls
             encode = make_encoder(
-                None, _not_serializable, encode_basestring, None, key, item, False, False, True
+                None, _not_serializable, encode_basestring, None, key, item, False, False, False
             )
             _encoders[separators] = encode
         if isinstance(value, str):  # json.dumps takes the same shortcut for a bare string

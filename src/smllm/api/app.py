@@ -139,7 +139,7 @@ class App:
 
         if s.holding is not None:
             return s
-        found = recovery(loaded, s, stores.held_by(s.key), iso(self.host.now()))
+        found = recovery(loaded, s, stores.held_by(s.key), lambda: iso(self.host.now()))
         if found is None:
             return s
         sw, audit = found

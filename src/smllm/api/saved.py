@@ -7,22 +7,22 @@ from __future__ import annotations
 from collections import Counter
 
 from ..engine.records import ACTIVE, COMPLETED, INTERRUPTED, PAUSED
-from ..machine.config import Loaded, StoreSpec, config_finding
+from ..machine.config import Loaded, StoreSpec
 from ..machine.findings import Finding
 from ..machine.model import Machine
 from ..machine.regex import pattern_matches
 from ..store.base import SavedRow, StoreError
 from .stores import open_store
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-if TYPE_CHECKING:
-    from typing import Any
-
 __all__ = ["check_saved"]
 
 
 def check_saved(loaded: Loaded) -> list[Finding]:
-    """INS findings for every store of `loaded`'s configs that loaded without errors."""
+    """INS findings for every store of `loaded`'s configs that loaded without errors.
+
+    validation.md §2.6: a finding names the machine file and no line (the instance is in the
+    store, not at a node of the file); INS-5, and INS-3 and INS-4 of a machine that isn't
+    configured, name the config file whose store it is."""
     broken = {f.file for f in loaded.findings if f.level == "error"}
     findings: list[Finding] = []
     seen: set[StoreSpec] = set()
@@ -38,75 +38,16 @@ def check_saved(loaded: Loaded) -> list[Finding]:
             finally:
                 store.close()
         except (StoreError, OSError) as exc:
-            # at the [state] key that names the store; the default store has no key
-            at = ("state", spec.kind) if spec.kind != "dir" or _names_dir(config) else None
             message = f"saved instances weren't checked: {exc}"
-            findings.append(_in_config(config, "INS-5", message, at))
+            findings.append(Finding.make("INS-5", config, message))
             continue
         findings += _check_rows(rows, machines, config)
     return findings
 
 
-def _config_text(config: str) -> str:
-    try:
-        with open(config, "rb") as f:
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
-def _names_dir(config: str) -> bool:
-    import tomllib
-
-    try:
-        state = tomllib.loads(_config_text(config)).get("state")
-    except tomllib.TOMLDecodeError:
-        return False
-    return isinstance(state, dict) and "dir" in state
-
-
-def _in_config(config: str, rule: str, message: str, at: tuple[str, ...] | None) -> Finding:
-    """A finding about `config`, at the node `at` when the file has one."""
-    return config_finding(config, _config_text(config), rule, message, at)
-
-
-def _yaml_doc(file: str) -> Any:
-    """The YAML tree of a machine file, for positions; None when it can't be read now."""
-    from ..machine.yamltree import YamlError, load_yaml
-
-    try:
-        with open(file, "rb") as f:
-            return load_yaml(f.read())
-    except (OSError, YamlError):
-        return None
-
-
-def _in_machine(
-    machine: Machine, doc: Any, rule: str, message: str, at: tuple[str, ...]
-) -> Finding:
-    """A finding about `machine`'s file, at the node `at` of its tree `doc` (the key for
-    `states`, else the value), or the nearest node above it."""
-    line = col = None
-    probe = at
-    while doc is not None and probe:
-        pos = doc.value_pos.get(probe) if probe != ("states",) else doc.key_pos.get(probe)
-        if pos is not None:
-            line, col = pos.line, pos.col
-            break
-        probe = probe[:-1]
-    return Finding.make(rule, machine.file, message, path=at, line=line, col=col)
-
-
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:
     out: list[Finding] = []
     orphans: Counter[str] = Counter()
-    docs: dict[str, Any] = {}  # each machine file parsed once, however many rows name it
-
-    def at_node(machine: Machine, rule: str, message: str, at: tuple[str, ...]) -> Finding:
-        if machine.file not in docs:
-            docs[machine.file] = _yaml_doc(machine.file)
-        return _in_machine(machine, docs[machine.file], rule, message, at)
-
     for row in rows:
         machine = machines.get(row.machine)
         inst = row.instance
@@ -122,19 +63,18 @@ def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str)
             continue
         name = f"{machine.kind} {inst.label}"
         if inst.status in (ACTIVE, INTERRUPTED, PAUSED) and inst.state not in machine.states:
-            # at `states:`, where the state would have to come back
             message = f"{name} is saved in {inst.state}, which no longer exists"
-            out.append(at_node(machine, "INS-1", message, ("states",)))
+            out.append(Finding.make("INS-1", machine.file, message))
         back = inst.resume_state
         if inst.status != COMPLETED and back is not None and back not in machine.states:
             message = f"{name} would return to {back}, which no longer exists"
-            out.append(at_node(machine, "INS-2", message, ("states",)))
+            out.append(Finding.make("INS-2", machine.file, message))
         pattern = machine.ref.pattern
         if inst.ref is not None and pattern is not None and not pattern_matches(pattern, inst.ref):
             message = f"{machine.kind} {inst.ref} no longer matches {pattern}"
-            out.append(at_node(machine, "INS-6", message, ("meta", "instance", "ref", "pattern")))
+            out.append(Finding.make("INS-6", machine.file, message))
     for mid, count in orphans.items():
         noun = "saved instance" if count == 1 else "saved instances"
         message = f"{count} {noun} of {mid}, which is not configured"
-        out.append(_in_config(config, "INS-3", message, ("machines", "files")))
+        out.append(Finding.make("INS-3", config, message))
     return out

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ..api.app import App, CallError, Result
-from ..engine.records import Instance, Session
+from ..api.app import App, Result
+from ..errors import CallError, NoConfig
 from .main import Exit, config_option, emit_json, make_folder, write_atomically
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from ..machine.config import Loaded
 
 __all__ = ["demo", "fire", "info", "init", "instance", "new", "session"]
-
-_NO_CONFIG = "no config found; run smllm init, or pass --config"
 
 CONFIG_TEMPLATE = """\
 # smllm config: which state machines guide the agents in this project.
@@ -44,18 +42,21 @@ def _app(args: Namespace) -> App:
     return App(config=config_option(args))
 
 
-def report_load_errors(result: Result) -> None:
-    """A machine file or config that didn't load: its findings on stderr (the agent's block
-    only shows the machine's absence)."""
+def report_load_errors(loaded: Loaded) -> None:
+    """Machine files or configs that didn't load: one line saying so (their findings are
+    `smllm validate`'s to print, validation.md §1)."""
     from ..machine.config import shown_path
 
-    for f in result.stores.loaded.findings:
-        if f.level == "error":
-            sys.stderr.write(f._replace(file=shown_path(f.file)).text() + "\n")
+    broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
+    if broken:
+        sys.stderr.write(
+            f"note: {', '.join(broken)} {'has' if len(broken) == 1 else 'have'} errors, so "
+            "machines in it aren't configured; smllm validate tells why\n"
+        )
 
 
 def _reply(result: Result, as_json: bool) -> int:
-    report_load_errors(result)
+    report_load_errors(result.stores.loaded)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -142,7 +143,7 @@ def new(args: Namespace) -> int:
             c for c in find_configs(os.getcwd(), None) if c != os.path.realpath(user_config_path())
         ]
         if not found:
-            raise Exit(2, _NO_CONFIG)
+            raise NoConfig()
         config = found[-1]
     folder = os.path.abspath(args.dir) if args.dir else os.path.dirname(config)
     path = os.path.join(folder, f"{args.id}.smllm.yaml")
@@ -219,6 +220,8 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
         return ()
     import json
 
+    from ..engine.rules import STRICT_JSON
+
     pairs: list[tuple[str, Any]] = []
 
     def keep(items: list[tuple[str, Any]]) -> Any:
@@ -235,7 +238,7 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
                 "params must be a JSON object: standard input is not UTF-8 text"
             ) from None
     try:
-        value = json.loads(text, object_pairs_hook=keep)
+        value = json.loads(text, object_pairs_hook=keep, **STRICT_JSON)
     except ValueError as exc:
         raise CallError(f"params must be a JSON object: {exc}") from None
     except RecursionError:
@@ -278,11 +281,9 @@ def session(args: Namespace) -> int:
         return _session_list(args)
     app = App()
     if args.audit:
-        s = app.user.session(args.key)
-        if s is None:
-            sys.stderr.write(f"error: no session {args.key}\n")
-            return 1
-        records = app.user.audit(args.key)
+        from ..api.listing import audit_of
+
+        records = audit_of(app, args.key)
         if args.json:
             emit_json(
                 {
@@ -291,43 +292,31 @@ def session(args: Namespace) -> int:
                 }
             )
         else:
-            for a in records:
-                _out(f"{a.at[:10]} {a.at[11:19]} UTC  {a.kind}  {_audit_detail(a.kind, a.detail)}")
+            from ..text.listing import audit_text
+
+            sys.stdout.write(audit_text(records))
         return 0
     try:
         result = app.view(args.key)
     except CallError as exc:
         return _call_error(exc, args.json)
-    report_load_errors(result)
+    report_load_errors(result.stores.loaded)
     if args.json:
+        from ..api.listing import session_line
+
         assert result.session is not None
-        emit_json({"session": _session_json(app, result.session), "text": result.text()})
+        line = session_line(app, result.session)
+        emit_json({"session": line.to_json(), "text": result.text()})
         return 0
     _out(result.text())
     return 0
-
-
-def _audit_detail(kind: str, d: dict[str, Any]) -> str:
-    if kind == "bind":
-        return f"{d.get('harness')} {d.get('cwd')}"
-    if kind == "event":
-        by = " (host)" if d.get("source") == "host" else ""
-        return (
-            f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
-            f"{d.get('from') or '-'} → {d.get('to')}"
-        )
-    if kind in ("block", "runaway"):
-        return f"{d.get('machine')} {d.get('state')} {d.get('kind')} {d.get('label')}"
-    if kind == "moved":
-        return str(d.get("message"))
-    return ", ".join(f"{k}={v}" for k, v in d.items())
 
 
 def _session_new(args: Namespace) -> int:
     app = _app(args)
     key = app.new_session().key
     result = app.view(key)
-    report_load_errors(result)
+    report_load_errors(result.stores.loaded)
     if args.json:
         emit_json({"session": key, "text": result.text()})
     else:
@@ -335,144 +324,50 @@ def _session_new(args: Namespace) -> int:
     return 0
 
 
-def _places(app: App, s: Session) -> tuple[Instance | None, Instance | None, Loaded | None]:
-    """The instances a session holds and keeps interrupted, and its loaded machines."""
-    if s.holding is None and s.interrupted is None:
-        return None, None, None
-    from ..api.stores import Stores
-
-    loaded = app.load(s.configs)
-    stores = Stores(loaded, app.user, app.opened)
-    held = stores.instance(*s.holding) if s.holding else None
-    slot = stores.instance(*s.interrupted) if s.interrupted else None
-    return held, slot, loaded
-
-
-def _where(app: App, s: Session) -> str:
-    from ..engine.idle import kind_of
-
-    held, _slot, loaded = _places(app, s)
-    if held is None or loaded is None:
-        return "idle"
-    return f"{held.machine} › {held.state} · {kind_of(loaded, held.machine)} {held.label}"
-
-
-def _session_json(app: App, s: Session) -> dict[str, Any]:
-    held, slot, _loaded = _places(app, s)
-    d = s.to_json()
-    for name, place, inst in (("holding", s.holding, held), ("interrupted", s.interrupted, slot)):
-        if place is None:
-            continue
-        d[name] = {
-            "machine": place.machine,
-            "id": place.id,
-            "label": inst.label if inst else None,
-            "state": inst.state if inst else None,
-        }
-    if held is None:
-        d["holding"] = None  # an instance that left reads as idle, as `session list` says
-    return d
-
-
-def _minute(at: str) -> str:
-    from ..engine.records import minute
-
-    return minute(at)
-
-
-def _table(rows: list[list[str]]) -> None:
-    if not rows:
-        return
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    for r in rows:
-        _out("".join(c.ljust(w + 2) for c, w in zip(r, widths, strict=False)) + r[-1])
-
-
 def _session_list(args: Namespace) -> int:
-    app = App()
-    sessions = app.user.sessions()
+    from ..api.listing import session_lines
+
+    lines = session_lines(App())
+    problems = sorted({line.problem for line in lines if line.problem is not None})
     if args.json:
-        emit_json({"sessions": [_session_json(app, s) for s in sessions]})
-        return 0
-    _table([[s.key, _where(app, s), s.harness, _minute(s.last_active), s.cwd] for s in sessions])
-    return 0
+        out: dict[str, Any] = {"sessions": [line.to_json() for line in lines]}
+        if problems:
+            out["errors"] = problems
+        emit_json(out)
+    else:
+        from ..text.listing import session_table
+
+        sys.stdout.write(session_table(lines))
+    for problem in problems:
+        sys.stderr.write(f"error: {problem}\n")
+    return 1 if problems else 0
 
 
 # -- instances ---------------------------------------------------------------------------------
 
 
-def _loaded_here(args: Namespace) -> tuple[App, Any]:
-    app = _app(args)
-    configs = app.configs_here()
-    if not configs:
-        raise Exit(2, _NO_CONFIG)
-    return app, app.load(configs)
-
-
 def instance(args: Namespace) -> int:
-    from ..api.stores import Stores
+    from ..api import listing
+    from ..text import listing as text
 
-    app, loaded = _loaded_here(args)
-    stores = Stores(loaded, app.user, app.opened)
-    machines = [m for m in loaded.machines if args.machine in (None, m)]
+    app = _app(args)
     if args.action == "list":
-        found: list[Instance] = []
-        for m in machines:
-            store = stores.store_of(m)
-            if store is not None:
-                found += store.instances([m], args.status or None)
+        found = listing.instances_here(app, args.machine, args.status)
         if args.json:
             emit_json({"instances": [i.to_json() for i in found]})
         else:
-            _table(
-                [
-                    [i.machine, i.label, i.state, i.status, i.holder or "-", _minute(i.updated)]
-                    for i in found
-                ]
-            )
+            sys.stdout.write(text.instance_table(found))
         return 0
-    hits = [i for i in (stores.find(m, args.ref) for m in machines) if i is not None]
-    if not hits:
-        sys.stderr.write(f"error: no instance {args.ref}\n")
-        return 1
-    if len(hits) > 1:
-        names = ", ".join(i.machine for i in hits)
-        sys.stderr.write(
-            f"error: {args.ref} names instances of several machines ({names}); pass --machine\n"
-        )
-        return 1
-    inst = hits[0]
-    store = stores.store_of(inst.machine)
-    assert store is not None
-    history = store.history(inst.machine, inst.id)
+    detail = listing.instance_detail(app, args.ref, args.machine)
     if args.json:
-        emit_json({"instance": inst.to_json(), "history": [h.to_json() for h in history]})
-        return 0
-    from ..engine.idle import kind_of
-
-    _out(f"{inst.machine} {kind_of(loaded, inst.machine)} {inst.label} ({inst.id})")
-    _out(
-        f"state: {inst.state}  status: {inst.status}  holder: {inst.holder or '-'}  "
-        f"version: {inst.version}"
-    )
-    _out("visits: " + ", ".join(f"{k} {v}" for k, v in inst.visits.items()))
-    _out(f"created: {_minute(inst.created)}  updated: {_minute(inst.updated)}")
-    _out("history:")
-    for h in history:
-        _out(
-            f"  {h.at[:10]} {h.at[11:19]} UTC  {h.event} ({h.source}, {h.session})  "
-            f"{h.from_state or '-'} → {h.to_state}  {h.status} v{h.version}"
+        emit_json(
+            {
+                "instance": detail.instance.to_json(),
+                "history": [h.to_json() for h in detail.history],
+            }
         )
-        from ..text.block import escape
-
-        if h.arrival:
-            _out(f"    Arrived by: {h.arrival}")
-        if h.params:
-            import json
-
-            _out("    Params: " + escape(json.dumps(h.params, ensure_ascii=False)))
-        for line in h.trace:
-            _out(f"    {escape(line)}")
+    else:
+        sys.stdout.write(text.instance_text(detail))
     return 0
 
 

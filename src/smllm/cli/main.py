@@ -77,10 +77,26 @@ def utf8(text: str) -> bool:
     return True
 
 
+#: whether this command wants `--json`, and whether it printed its object (main() prints
+#: `{"ok":false,"error":…}` for an exit 1 that printed none: exactly one object, always)
+_json_state = {"wanted": False, "emitted": False}
+
+
 def emit_json(obj: Any) -> None:
     from ..jsontext import dumps
 
     sys.stdout.write(dumps(obj) + "\n")
+    _json_state["emitted"] = True
+
+
+def _fail(code: int, message: str | None) -> int:
+    """Leave with `code`: `error: MESSAGE` on stderr and, for a `--json` exit 1 that printed
+    nothing yet, the one object cli-and-harnesses.md §1 promises (exit 2 prints nothing)."""
+    if message:
+        sys.stderr.write(f"error: {message}\n")
+    if code == 1 and _json_state["wanted"] and not _json_state["emitted"]:
+        emit_json({"ok": False, "error": message})
+    return code
 
 
 def _fast_args(argv: list[str]) -> Any:
@@ -158,6 +174,9 @@ def _dispatch(args: Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
+    _json_state.update(wanted=False, emitted=False)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): do the work, print nowhere
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         for word in words:
@@ -173,13 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             build().print_help()
             return 2
+        _json_state["wanted"] = bool(getattr(args, "json", False))
         code = _dispatch(args)
+        if code == 1:
+            code = _fail(1, None)
         sys.stdout.flush()
         return code
     except Exit as exc:
-        if exc.message:
-            sys.stderr.write(f"error: {exc.message}\n")
-        return exc.code
+        return _fail(exc.code, exc.message)
     except BrokenPipeError:
         # a closed stdout pipe ends the command quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -192,8 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..errors import SmllmError
 
         if isinstance(exc, SmllmError):
-            sys.stderr.write(f"error: {exc}\n")
-            return exc.exit_code
+            return _fail(exc.exit_code, str(exc))
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc}\n")
         if os.environ.get("SMLLM_DEBUG"):
             import traceback

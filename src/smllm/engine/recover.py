@@ -9,7 +9,7 @@ shows the session holding it, and the next call writes that first (audit `moved`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..machine.config import Loaded
 from .idle import kind_of
@@ -19,10 +19,11 @@ __all__ = ["recovery"]
 
 
 def recovery(
-    loaded: Loaded, session: Session, held: Sequence[Instance], at: str
+    loaded: Loaded, session: Session, held: Sequence[Instance], clock: Callable[[], str]
 ) -> tuple[SessionWrite, tuple[AuditRecord, ...]] | None:
     """The write that gives an idle `session` back what `held` (its instances by their
-    `holder`, most recently updated first) says it holds; None when nothing disagrees."""
+    `holder`, most recently updated first) says it holds; None when nothing disagrees.
+    `clock` is read only for a write (one fire, one clock reading: engine.md §12)."""
     if session.holding is not None:
         return None
     active = next((i for i in held if i.status == ACTIVE and i.holder == session.key), None)
@@ -34,12 +35,16 @@ def recovery(
         )
     if active is None and interrupted is None:
         return None
+    at = clock()
     changes = {"lastActive"}
     new = session._replace(version=session.version + 1, last_active=at)
     messages = []
     if active is not None:
         new = new._replace(holding=active.place)
         changes.add("holding")
+        if slot == active.place:  # a resume that committed: the slot is empty now
+            new = new._replace(interrupted=None)
+            changes.add("interrupted")
         messages.append(f"{kind_of(loaded, active.machine)} {active.label} is held again")
     if interrupted is not None:
         new = new._replace(interrupted=interrupted.place)

@@ -19,11 +19,13 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_DESCRIPTIONS",
     "NOTE_PARAM",
+    "STRICT_JSON",
     "check_params",
     "duplicate",
     "gone_events",
     "gone_note",
     "machine_offers",
+    "non_finite",
     "not_configured",
     "parse_json_text",
     "quoted",
@@ -196,12 +198,40 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
 
 
+def _finite(text: str) -> float:
+    """A JSON number as a float; one past a double's range (`1e400`) is refused, where
+    Python would read it as infinity (which JSON can't hold)."""
+    value = float(text)
+    if value - value != 0:  # inf - inf is nan, and nan != 0
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return value
+
+
+#: json.loads keyword arguments that read only what JSON can hold (no NaN, no Infinity, no
+#: number that overflows to infinity); the surfaces that read params text use them too
+STRICT_JSON: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite}
+
+
+def non_finite(value: Any) -> float | None:
+    """The first infinite or NaN float inside `value` (a library caller can hand one in)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and item - item != 0:
+            return item
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
 def parse_json_text(text: str) -> tuple[bool, Any]:
     """Exactly one JSON value: NaN, Infinity and repeated object keys are rejected."""
     import json  # the hooks read this module: only a JSON param given as text needs json
 
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        value = json.loads(text, object_pairs_hook=_no_duplicates, **STRICT_JSON)
     except ValueError as exc:
         return False, str(exc)
     except RecursionError:  # past what Python's json reads, so far past the limit too
@@ -261,6 +291,10 @@ def check_params(
                 if not ok:
                     return f"{where} must be a JSON value: {parsed}", {}
                 value = parsed
+            else:
+                bad = non_finite(value)
+                if bad is not None:
+                    return f"{where} must be a JSON value: {bad} is not a JSON number", {}
             problem = _schema_problem(where, spec, defs, value)
             if problem:
                 return problem, {}

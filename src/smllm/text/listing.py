@@ -1,0 +1,154 @@
+"""The text of `session list`, `session show --audit` and `instance list|show`
+(cli-and-harnesses.md §2). Every value from outside (a ref, a state, a param, a trace line)
+is one line: line breaks shown as `\\n`, as blocks show them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..engine.records import AuditRecord, HistoryRecord, Instance, Session, minute
+from ..record import Record
+from .block import escape
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+
+__all__ = [
+    "InstanceDetail",
+    "SessionLine",
+    "audit_text",
+    "instance_table",
+    "instance_text",
+    "session_table",
+    "table",
+]
+
+
+class SessionLine(Record):
+    """A session, and where it is: the instances it holds and keeps interrupted (None when
+    that instance is gone or its store can't be read) and the kind of the held one."""
+
+    session: Session
+    held: Instance | None
+    slot: Instance | None
+    kind: str | None
+    problem: str | None  # why its instances couldn't be read (a broken store), else None
+
+    def to_json(self) -> dict[str, Any]:
+        s = self.session
+        d = s.to_json()
+        for name, place, inst in (
+            ("holding", s.holding, self.held),
+            ("interrupted", s.interrupted, self.slot),
+        ):
+            if place is None:
+                continue
+            d[name] = {
+                "machine": place.machine,
+                "id": place.id,
+                "label": inst.label if inst else None,
+                "state": inst.state if inst else None,
+            }
+        if self.held is None and self.problem is None:
+            d["holding"] = None  # an instance that left reads as idle, as the text says
+        return d
+
+
+class InstanceDetail(Record):
+    instance: Instance
+    kind: str
+    history: list[HistoryRecord]
+
+
+def table(rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to the widest entry plus two spaces; the last column unpadded."""
+    if not rows:
+        return ""
+    cells = [[escape(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]) - 1)]
+    lines = [
+        "".join(c.ljust(w + 2) for c, w in zip(r, widths, strict=False)) + r[-1] for r in cells
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def where(line: SessionLine) -> str:
+    """`idle`, `MACHINE › STATE · KIND LABEL`, or `?` when its store can't be read."""
+    if line.problem is not None:
+        return "?"
+    held = line.held
+    if held is None:
+        return "idle"
+    return f"{held.machine} › {held.state} · {line.kind} {held.label}"
+
+
+def session_table(lines: Sequence[SessionLine]) -> str:
+    return table(
+        [
+            [
+                line.session.key,
+                where(line),
+                line.session.harness,
+                minute(line.session.last_active),
+                line.session.cwd,
+            ]
+            for line in lines
+        ]
+    )
+
+
+def instance_table(found: Sequence[Instance]) -> str:
+    return table(
+        [[i.machine, i.label, i.state, i.status, i.holder or "-", minute(i.updated)] for i in found]
+    )
+
+
+def _audit_detail(kind: str, d: dict[str, Any]) -> str:
+    if kind == "bind":
+        return f"{d.get('harness')} {d.get('cwd')}"
+    if kind == "event":
+        by = " (host)" if d.get("source") == "host" else ""
+        return (
+            f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
+            f"{d.get('from') or '-'} → {d.get('to')}"
+        )
+    if kind in ("block", "runaway"):
+        return f"{d.get('machine')} {d.get('state')} {d.get('kind')} {d.get('label')}"
+    if kind == "moved":
+        return str(d.get("message"))
+    return ", ".join(f"{k}={v}" for k, v in d.items())
+
+
+def audit_text(records: Sequence[AuditRecord]) -> str:
+    return "".join(
+        f"{a.at[:10]} {a.at[11:19]} UTC  {a.kind}  {escape(_audit_detail(a.kind, a.detail))}\n"
+        for a in records
+    )
+
+
+def instance_text(detail: InstanceDetail) -> str:
+    from ..jsontext import dumps
+
+    inst = detail.instance
+    out = [
+        f"{inst.machine} {detail.kind} {escape(inst.label)} ({inst.id})",
+        f"state: {inst.state}  status: {inst.status}  holder: {inst.holder or '-'}  "
+        f"version: {inst.version}",
+        "visits: " + ", ".join(f"{k} {v}" for k, v in inst.visits.items()),
+        f"created: {minute(inst.created)}  updated: {minute(inst.updated)}",
+        "history:",
+    ]
+    for h in detail.history:
+        out.append(
+            f"  {h.at[:10]} {h.at[11:19]} UTC  {h.event} ({h.source}, {h.session})  "
+            f"{h.from_state or '-'} → {h.to_state}  {h.status} v{h.version}"
+        )
+        if h.arrival:
+            out.append(f"    Arrived by: {escape(h.arrival)}")
+        if h.params:
+            out.append("    Params: " + escape(dumps(h.params, (", ", ": "))))
+        out.extend(f"    {escape(line)}" for line in h.trace)
+    return "\n".join(out) + "\n"
