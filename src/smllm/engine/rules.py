@@ -81,7 +81,10 @@ def too_large(event: str, params: tuple[tuple[str, Any], ...]) -> str | None:
         return None
     if any(nests_too_deeply(v) for _, v in params):
         return f"{event} params nest more than {MAX_PARAMS_DEPTH} levels deep"
-    size = len(dumps([list(p) for p in params], (", ", ": ")).encode("utf-8"))
+    try:
+        size = len(dumps([list(p) for p in params], (", ", ": ")).encode("utf-8"))
+    except ValueError:  # a non-finite number, which check_params refuses by its param
+        return None
     if size <= MAX_PARAMS_BYTES:
         return None
     return f"{event} params are too large ({size} bytes of JSON; at most {MAX_PARAMS_BYTES})"
