@@ -256,3 +256,57 @@ def test_a_session_lost_by_a_crash_takes_its_instance_back(
         "moved  instance " + rows["instance"]["id"] + " is held again: a call ended between "
         "saving the instance and the session"
     )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_signal_that_ends_fire_ends_its_commands(
+    toggle: Path, env: dict[str, str], tmp_path: Path, signum: int
+) -> None:
+    """SIGTERM, SIGHUP and SIGINT to `smllm fire` while its guard runs: the guard's whole
+    process group ends with it, nothing is written, and the session takes calls again."""
+    key = entered(toggle, env)
+    before = store_rows(toggle, env, key)
+    gate = tmp_path / "gate"
+    proc = start_slow(toggle, env, key, gate)
+    # the guard's group: the one process group under smllm's whose leader runs the guard
+    guards = [
+        int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(int(pid)) == proc.pid
+    ]
+    assert len(guards) == 1, guards
+    group = os.getpgid(guards[0])
+    assert group != proc.pid  # the guard has its own group, which smllm must end
+    os.kill(proc.pid, signum)
+    proc.communicate(timeout=30)
+    assert proc.returncode in (-signum, 2), proc.returncode
+    deadline = time.monotonic() + 10
+    while _group_alive(group):
+        assert time.monotonic() < deadline, "the guard's process group outlived smllm"
+        time.sleep(0.02)
+    assert store_rows(toggle, env, key) == before
+    ran = smllm(["fire", "--session", key, "flip"], toggle, env)
+    assert ran.code == 0, ran.err
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie leader still counts for killpg: look for a live member instead
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[3]) == group and stat[0] != "Z":
+                return True
+    return False

@@ -19,6 +19,10 @@ from collections.abc import Mapping, Sequence
 
 from ..engine.host import CommandResult
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["CommandResult", "run_command"]
 
 # Bytes of output kept; comfortably more than TAIL_CHARS even for 4-byte UTF-8 characters.
@@ -59,6 +63,7 @@ def run_command(
         return CommandResult(False, f"could not start: {_os_reason(exc)}")
     except (ValueError, subprocess.SubprocessError) as exc:  # e.g. "embedded null byte"
         return CommandResult(False, f"could not start: {exc}")
+    previous = _end_with_the_child(proc)
     try:
         return _supervise(proc, time.monotonic() + timeout, timeout_text)
     finally:
@@ -68,6 +73,32 @@ def run_command(
             _kill_group(proc)
         if proc.stdout is not None:
             proc.stdout.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+#: signals that end smllm while a command runs: SIGINT raises KeyboardInterrupt (the `finally`
+#: above kills the group); these would end the process at once and leave the group running
+_ENDING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _end_with_the_child(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
+    """While `proc` runs, SIGTERM and SIGHUP first kill its process group, then end this
+    process by the same signal (its exit status says so; nothing of the call is written).
+    Returns the handlers to put back. Only the main thread may set handlers: elsewhere (a
+    library caller's thread) the caller's own handlers stay in charge."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def ending(signum: int, _frame: object) -> None:
+        if proc.returncode is None:
+            _kill_group(proc)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    return {signum: signal.signal(signum, ending) for signum in _ENDING_SIGNALS}
 
 
 def _supervise(proc: subprocess.Popen[bytes], deadline: float, timeout_text: str) -> CommandResult:
