@@ -421,7 +421,12 @@ class _Fire:
 
         view = idle_view(self.loaded, self.reader, self.session)
         offered = [item.name for item in view.events.items]
-        if self.event not in offered:
+        # a slot the view no longer offers resume for is stale: resume still gets its §5.2
+        # message and clean-up, which empties the slot
+        stale_slot = self.event == "resume" and self.session is not None and (
+            self.session.interrupted is not None
+        )
+        if self.event not in offered and not stale_slot:
             return Outcome(
                 False,
                 Reply(

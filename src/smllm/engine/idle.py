@@ -173,7 +173,15 @@ def idle_view(
         paused=tuple(instance_line(loaded, i) for i in paused),
         more=0 if every_paused else max(0, total - len(paused)),
     )
-    events = idle_events(loaded, key, interrupted, has_slot, total)
+    # resume is offered only while the slot's instance is still this session's and
+    # interrupted: the §5.2 clean-up cases (gone, taken over, no longer interrupted) would be
+    # refused, and a view never offers what the data it read says will be refused
+    live_slot = (
+        interrupted is not None
+        and interrupted.status == INTERRUPTED
+        and interrupted.holder == key
+    )
+    events = idle_events(loaded, key, interrupted, live_slot, total)
     return IdleView(idle, events)
 
 
