@@ -51,6 +51,15 @@ def test_init_and_new_write(tmp_path: Path, env: dict[str, str]) -> None:
     ship = (tmp_path / "machines" / "ship.smllm.yaml").read_text()
     assert ship.startswith("# yaml-language-server: $schema=../.smllm/smllm.schema.json\n")
     assert '"review.smllm.yaml", "../machines/ship.smllm.yaml"' in config.read_text()
+    # an id already configured (in any case) is refused, whatever the folder: nothing written
+    before = config.read_text()
+    for taken in ("ship", "Ship"):
+        ran = smllm(["new", taken, "--write", "--dir", "elsewhere"], tmp_path, env)
+        assert (ran.code, ran.out) == (1, ""), ran
+        assert ran.err == (
+            "error: a machine with id ship is already configured (machines/ship.smllm.yaml)\n"
+        )
+    assert config.read_text() == before and not (tmp_path / "elsewhere").exists()
     # the templates are valid machines: the session's idle list names both
     ran = smllm(["session", "new"], tmp_path, env)
     assert ran.err == ""
@@ -150,7 +159,10 @@ def test_config_option_is_ignored_for_a_session(
         ["fire", "enter", "--config", str(other), "--param", "stateMachine=dev"], project, env
     )
     assert ran.code == 1 and "No state machines" not in ran.out
-    assert 'enter param stateMachine must be one of:  (got "dev")' in ran.out
+    assert (
+        "\nerror: enter param stateMachine must name a configured state machine, and none is "
+        'configured (got "dev"); add one with smllm new ID --write\n'
+    ) in ran.out
 
 
 def test_demo(tmp_path: Path, env: dict[str, str]) -> None:

@@ -149,6 +149,7 @@ def new(args: Namespace) -> int:
     path = os.path.join(folder, f"{args.id}.smllm.yaml")
     if os.path.exists(path):
         raise Exit(1, f"{_shown(path)} exists")
+    _refuse_a_taken_id(args.id, explicit)
     entry = os.path.relpath(path, os.path.dirname(config))
     updated = _add_machine_file(config, entry)
     schema = os.path.join(os.path.dirname(config), SCHEMA_FILE)
@@ -173,6 +174,20 @@ def new(args: Namespace) -> int:
         if schema_written:
             _out(f"wrote {_shown(schema)}, the machine schema that editors read")
     return 0
+
+
+def _refuse_a_taken_id(machine_id: str, explicit: str | None) -> None:
+    """Exit 1 when a machine configured here already has the id, even in another case (CFG-4,
+    CFG-5): a second one would withdraw both."""
+    from ..machine.cache import load_cached
+    from ..machine.config import find_configs
+
+    configs = find_configs(os.getcwd(), explicit)
+    for taken, machine in load_cached(configs).machines.items():
+        if taken.casefold() == machine_id.casefold():
+            raise Exit(
+                1, f"a machine with id {taken} is already configured ({_shown(machine.file)})"
+            )
 
 
 def _add_machine_file(config: str, entry: str) -> str:

@@ -33,6 +33,11 @@ def enter(f: _Fire) -> Outcome:
     if not isinstance(machine_id, str):
         return f.refuse_idle("enter param stateMachine must be a string")
     machine = f.loaded.machines.get(machine_id)
+    if machine is None and not f.loaded.machines:
+        return f.refuse_idle(
+            "enter param stateMachine must name a configured state machine, and none is "
+            f"configured (got {quoted(machine_id)}); add one with smllm new ID --write"
+        )
     if machine is None:
         return f.refuse_idle(
             "enter param stateMachine must be one of: "
