@@ -25,13 +25,16 @@ def state_home() -> str:
 
 
 def user_store() -> SqliteStore:
-    """The user's store: sessions, bindings and audits (engine.md §10)."""
-    return SqliteStore(os.path.join(state_home(), "user.db"))
+    """The user's store: sessions, bindings and audits (engine.md §10). It commits with
+    `synchronous=NORMAL`: power loss may drop its last commits, which §7.1 repairs from the
+    instance records, so an accepted event waits for one device flush (the instance store's)."""
+    return SqliteStore(os.path.join(state_home(), "user.db"), durable=False)
 
 
 def open_store(spec: StoreSpec) -> InstanceStore:
+    """An instance store: a returned commit survives power loss (`synchronous=FULL`)."""
     if spec.kind == "dir":
-        return SqliteStore(os.path.join(spec.value, STORE_FILE), gitignore=True)
+        return SqliteStore(os.path.join(spec.value, STORE_FILE), gitignore=True, durable=True)
     raise StoreError("PostgreSQL stores ([state] url) are not supported by this smllm yet")
 
 

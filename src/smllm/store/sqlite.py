@@ -1,4 +1,9 @@
-"""The embedded store: SQLite in WAL mode with full sync (engine.md §10).
+"""The embedded store: SQLite in WAL mode (engine.md §10).
+
+An instance store commits with `synchronous=FULL` (a returned commit survives power loss); the
+user store with `synchronous=NORMAL` (it survives a process crash, but power loss may drop its
+last commits, which §7.1 repairs from the instance records), so an accepted event costs one
+device flush, not two.
 
 Every read-then-write runs in one `BEGIN IMMEDIATE` transaction; reads never write and never
 create the database. Records are JSON documents beside the columns that queries and unique
@@ -60,12 +65,18 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 
 class SqliteStore:
-    """One SQLite database file; serves as an InstanceStore and as a SessionStore."""
+    """One SQLite database file; serves as an InstanceStore and as a SessionStore.
 
-    def __init__(self, path: str, gitignore: bool = False) -> None:
+    `durable` picks the commit's sync: True (instance stores) is `synchronous=FULL`, every
+    commit flushed to the device; False (the user store) is `synchronous=NORMAL`, whose WAL
+    commits are flushed only at checkpoints.
+    """
+
+    def __init__(self, path: str, gitignore: bool = False, *, durable: bool = True) -> None:
         self.path = path
         self.name = path
         self.gitignore = gitignore
+        self.durable = durable
         self._conn: sqlite3.Connection | None = None
 
     # -- connection ----------------------------------------------------------------------------
@@ -91,7 +102,8 @@ class SqliteStore:
                 self.path, timeout=BUSY_TIMEOUT_SECS, isolation_level=None, check_same_thread=False
             )
             conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECS * 1000)}")
-            conn.execute("PRAGMA synchronous = FULL")
+            # a per-connection setting, so every connection sets it (engine.md §10)
+            conn.execute(f"PRAGMA synchronous = {'FULL' if self.durable else 'NORMAL'}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 conn.close()
