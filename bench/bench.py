@@ -1,7 +1,8 @@
 """smllm speed report: in-process fire, store growth, and the `session show` process.
 
     python bench/bench.py            # the full report (about half a minute)
-    python bench/bench.py --quick    # fewer rounds, for CI (well under 20 s)
+    python bench/bench.py --quick    # fewer rounds, for CI (about 20 s, plus ~15 s when the
+                                     # regular install's venv must be made: see below)
     python bench/bench.py --profile  # also cProfile the fire loop
 
 A report, not a gate: it prints medians, p90s, ratios and a PASS/MISS line per target of the
@@ -12,20 +13,26 @@ Targets (the project's speed requirement):
      store: median <= 1 ms;
   2. that time at 10,000 completed <= 1.5x the time at 100 completed;
   3. the whole `smllm session show KEY` process <= 2.5x `python -c pass`, run the same way
-     (`python -m smllm …` vs `python -c pass`, warm machine cache, .pyc files cached), judged
-     in a clean venv: this interpreter's site-packages may hold .pth files that import things
-     at every start-up and so pad the baseline (shown too, for information);
+     (`python -m smllm …` vs `python -c pass`, warm machine cache, .pyc files written), judged
+     on a regular install: `pip install --no-deps` of this tree (not editable; see
+     report.regular_install) into a venv of its own, kept under --venv-cache keyed on the hash
+     of the sources, so only a changed tree pays for making it (~10 s). The console script
+     (`VENV/bin/smllm session show KEY`) and the dev venv's editable install are shown too,
+     for information: a venv that shares the host's site-packages runs its .pth files at
+     every start-up, which pads the baseline;
   4. (checked by tests/test_hook_imports.py, shown here too) a warm `session show` imports no
      yaml, jsonschema, tomlkit, mcp, psycopg, tokenizers or CLI framework.
 
-Also shown, to tell where time goes: a fire taken apart by phase, the engine alone, the
-same fire with the stores on tmpfs (fdatasync free), enter/pause, views, the process in
-layers (bare interpreter, + the stdlib modules smllm loads, + smllm's modules) and the top
-imports by `-X importtime`.
+Also shown: the device flushes of an accepted fire, counted by strace where it is installed
+(engine.md §10: one, the instance store's; the user store commits with synchronous=NORMAL),
+in process and as a whole `smllm fire` process; and, to tell where time goes, a fire taken
+apart by phase, the engine alone, the same fire with the stores on tmpfs (fdatasync free),
+enter/pause, views, the process in layers (bare interpreter, + the stdlib modules smllm loads,
++ smllm's modules) and the top imports by `-X importtime`.
 
 Everything runs in a throw-away folder (XDG_STATE_HOME, XDG_CACHE_HOME, XDG_CONFIG_HOME and
-HOME inside it); the stores are filled through `SqliteStore.commit_instances` in big batches.
-Stdlib and smllm only.
+HOME inside it); the stores are filled by writing the library's own records straight into
+their tables. Stdlib and smllm only.
 """
 
 from __future__ import annotations
@@ -39,21 +46,38 @@ import os
 import platform
 import pstats
 import sqlite3
-import statistics
-import subprocess
 import sys
 import time
-import venv
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 #: what a warm `session show` must not import (top-level package names)
 # the one list of modules the hook path must not import lives with its test
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from report import Stats, heading, verdict
+from report import (
+    MARK,
+    Ratios,
+    Stats,
+    cached_bytecode_env,
+    fdatasync_ms,
+    fs_type,
+    heading,
+    import_report,
+    layers,
+    loaded_modules,
+    process_block,
+    regular_install,
+    site_pth_files,
+    strace_syncs,
+    timed,
+    tmpfs_dir,
+    verdict,
+)
 from test_hook_imports import FORBIDDEN
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIRE_MEDIAN_MS = 1.0
 GROWTH_RATIO = 1.5
 PROCESS_RATIO = 2.5
@@ -74,53 +98,6 @@ def crockford(n: int) -> str:
 
 def iso(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
-    t0 = time.perf_counter_ns()
-    value = fn()
-    return (time.perf_counter_ns() - t0) / 1e6, value
-
-
-def fs_type(path: str) -> str:
-    """The file system of `path` (from /proc/mounts), or '?'."""
-    try:
-        best, kind = "", "?"
-        real = os.path.realpath(path)
-        with open("/proc/mounts") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and real.startswith(parts[1]) and len(parts[1]) > len(best):
-                    best, kind = parts[1], parts[2]
-        return kind
-    except OSError:
-        return "?"
-
-
-def fdatasync_ms(folder: str, n: int) -> Stats:
-    """A 4 KiB append then fdatasync (what one WAL commit with synchronous=FULL waits for)."""
-    path = os.path.join(folder, "fsync-probe")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    sync = getattr(os, "fdatasync", os.fsync)
-    out = []
-    try:
-        for _ in range(n):
-            os.write(fd, b"x" * 4096)
-            t0 = time.perf_counter_ns()
-            sync(fd)
-            out.append((time.perf_counter_ns() - t0) / 1e6)
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    return Stats.of(out)
-
-
-def tmpfs_dir(root: str) -> str | None:
-    """/dev/shm when it is a writable tmpfs and `root` isn't one already (fsync is free there)."""
-    shm = "/dev/shm"
-    if fs_type(root) == "tmpfs" or not os.path.isdir(shm) or fs_type(shm) != "tmpfs":
-        return None
-    return shm if os.access(shm, os.W_OK) else None
 
 
 # -- the isolated environment ---------------------------------------------------------------------
@@ -149,26 +126,27 @@ def make_project(root: str, name: str) -> str:
 # -- filling a store ------------------------------------------------------------------------------
 
 
-def populate(project: str, paused: int, completed: int, start: int, batch: int = 2500) -> str:
+def populate(project: str, paused: int, completed: int, start: int) -> str:
     """Write `paused` paused and `completed` completed `dev` instances into the project's store.
 
     Completed ones have three history records (enter, planned, done); paused ones two (enter,
-    pause). Returns the store's path.
+    pause). The library makes the store (as a first call would) and the records, whose JSON
+    goes straight into its tables in one transaction: the rows `commit_instances` would leave,
+    without its update per event (10,000 instances in well under a second). Returns the
+    store's path.
     """
     from smllm.api.stores import Stores, user_store
-    from smllm.engine.records import (
-        COMPLETED,
-        PAUSED,
-        HistoryRecord,
-        Instance,
-        InstanceWrite,
-    )
+    from smllm.engine.records import COMPLETED, PAUSED, HistoryRecord, Instance
+    from smllm.jsontext import dumps
     from smllm.machine.cache import load_cached
     from smllm.machine.config import find_configs
 
     loaded = load_cached(find_configs(project, None))
     store: Any = Stores(loaded, user_store()).store_of("dev")
     assert store is not None
+    store.commit_instances([])  # creates the database and its tables
+    path = str(store.path)
+    store.close()
     base = datetime.now(UTC) - timedelta(days=400)
     who = "sm-bench0"
 
@@ -177,19 +155,16 @@ def populate(project: str, paused: int, completed: int, start: int, batch: int =
         arrival = "enter (new issue)" if event == "enter" else None
         return HistoryRecord(at, who, "agent", event, params, frm, to, arrival, status, v, ())
 
-    def one(n: int, status: str) -> list[Any]:
+    def one(n: int, status: str) -> tuple[Any, list[Any]]:
         created = base + timedelta(seconds=60 * n)
         at = [iso(created + timedelta(seconds=s)) for s in (0, 20, 40)]
         iid, ref = "i-" + crockford(n), f"GH-{n}"
         first = Instance(
             iid, "dev", ref, "PLAN", "active", who, at[0], 1, {"PLAN": 1}, None, at[0], at[0]
         )
-        out = [InstanceWrite(first, 0, hist(at[0], "enter", None, "PLAN", "active", 1))]
+        records = [hist(at[0], "enter", None, "PLAN", "active", 1)]
         if status == COMPLETED:
-            work = first._replace(
-                state="WORK", version=2, visits={"PLAN": 1, "WORK": 1}, updated=at[1]
-            )
-            done = work._replace(
+            done = first._replace(
                 state="DONE",
                 status=COMPLETED,
                 holder=None,
@@ -197,21 +172,32 @@ def populate(project: str, paused: int, completed: int, start: int, batch: int =
                 visits={"PLAN": 1, "WORK": 1, "DONE": 1},
                 updated=at[2],
             )
-            out.append(InstanceWrite(work, 1, hist(at[1], "planned", "PLAN", "WORK", "active", 2)))
-            out.append(InstanceWrite(done, 2, hist(at[2], "done", "WORK", "DONE", COMPLETED, 3)))
-        else:
-            gone = first._replace(status=PAUSED, holder=None, version=2, updated=at[1])
-            out.append(InstanceWrite(gone, 1, hist(at[1], "pause", "PLAN", "PLAN", PAUSED, 2)))
-        return out
+            records.append(hist(at[1], "planned", "PLAN", "WORK", "active", 2))
+            records.append(hist(at[2], "done", "WORK", "DONE", COMPLETED, 3))
+            return done, records
+        gone = first._replace(status=PAUSED, holder=None, version=2, updated=at[1])
+        records.append(hist(at[1], "pause", "PLAN", "PLAN", PAUSED, 2))
+        return gone, records
 
+    rows: list[tuple[Any, ...]] = []
+    history: list[tuple[str, str]] = []
     kinds = [COMPLETED] * completed + [PAUSED] * paused  # paused ones are the most recent
-    for lo in range(0, len(kinds), batch):
-        writes: list[Any] = []
-        for i, status in enumerate(kinds[lo : lo + batch], start=start + lo):
-            writes += one(i, status)
-        store.commit_instances(writes)
-    path = str(store.path)
-    store.close()
+    for n, status in enumerate(kinds, start=start):
+        i, records = one(n, status)
+        rows.append((i.id, i.machine, i.ref, i.status, i.updated, i.version, dumps(i.to_json())))
+        history += [(i.id, dumps(h.to_json())) for h in records]
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany(
+            "INSERT INTO instances (id, machine, ref, status, updated, version, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        conn.executemany("INSERT INTO history (instance, data) VALUES (?, ?)", history)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
     return path
 
 
@@ -363,224 +349,75 @@ def profile_fire(s: Setup, n: int) -> None:
 # -- process timing -------------------------------------------------------------------------------
 
 
-def _child_cpu() -> float:
-    """CPU seconds (user + system) of the reaped children so far; 0.0 where unknown."""
-    try:
-        import resource
-    except ImportError:  # Windows
-        return 0.0
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+# -- device flushes -------------------------------------------------------------------------------
 
-
-def run_proc(argv: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float]:
-    """(wall ms, CPU ms) of one run of `argv`."""
-    c0 = _child_cpu()
-    t0 = time.perf_counter_ns()
-    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ms = (time.perf_counter_ns() - t0) / 1e6
-    cpu = (_child_cpu() - c0) * 1000
-    if proc.returncode != 0:
-        raise RuntimeError(f"{argv} exited {proc.returncode}: {proc.stderr.decode()}")
-    return ms, cpu
-
-
-def process_times(
-    variants: dict[str, list[str]], cwd: str, env: dict[str, str], n: int
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Wall and CPU times (ms) of `n` runs of each variant."""
-    wall: dict[str, list[float]] = {k: [] for k in variants}
-    cpu: dict[str, list[float]] = {k: [] for k in variants}
-    for argv in variants.values():  # warm the OS page cache, the .pyc files, the machine cache
-        for _ in range(3):
-            run_proc(argv, cwd, env)
-    for _ in range(n):
-        for name, argv in variants.items():  # interleaved: drift hits all alike
-            w, c = run_proc(argv, cwd, env)
-            wall[name].append(w)
-            cpu[name].append(c)
-    return wall, cpu
-
-
-def cached_bytecode_env(env: dict[str, str], root: str) -> dict[str, str]:
-    """`env` with .pyc files written and read (under the temp folder), as in a normal install."""
-    out = dict(env)
-    out.pop("PYTHONDONTWRITEBYTECODE", None)
-    out["PYTHONPYCACHEPREFIX"] = os.path.join(root, "pycache")
-    return out
-
-
-#: what pip writes for `[project.scripts] smllm = "smllm.cli.main:main"`
-CONSOLE_SCRIPT = """\
-import re
+#: run under strace: a fresh project's first instance, warmed up, then one accepted fire and
+#: `argv[2]` more, each part between marks (opens that fail); prints the session's key
+_FLUSH_PROBE = f"""\
 import sys
-from smllm.cli.main import main
-if __name__ == "__main__":
-    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
-    sys.exit(main())
+from smllm.api.app import App
+def mark(name):
+    try:
+        open({MARK!r} + name)
+    except OSError:
+        pass
+app = App(cwd=sys.argv[1])
+r = app.fire(None, "enter", (("stateMachine", "dev"), ("issueId", "GH-1")))
+assert r.ok and r.session is not None, r.text()
+for _ in range(5):
+    assert app.fire(r.session.key, "yield").ok
+mark("one")
+assert app.fire(r.session.key, "yield").ok
+mark("more")
+for _ in range(int(sys.argv[2])):
+    assert app.fire(r.session.key, "yield").ok
+mark("end")
+print(r.session.key)
 """
 
 
-def site_pth_files() -> list[str]:
-    """The .pth files in this interpreter's site-packages (each may run code at start-up)."""
-    import site
+def _flush_text(counts: Counter[str], user_dir: str, per: int = 1) -> str:
+    """`1 (instance WAL 1)`: the flushes, by store and file, divided by `per` fires."""
+    named: Counter[str] = Counter()
+    for path, n in counts.items():
+        who = "user" if path.startswith(user_dir) else "instance"
+        what = "WAL" if path.endswith("-wal") else "db" if path.endswith(".db") else "folder"
+        named[f"{who} {what}"] += n
+    total = sum(named.values())
+    head = f"{total}" if per == 1 else f"{total / per:.2f} per fire ({total} in {per})"
+    return f"{head} ({', '.join(f'{k} {v}' for k, v in sorted(named.items())) or 'none'})"
 
-    found = []
-    for folder in [*site.getsitepackages(), site.getusersitepackages()]:
-        with contextlib.suppress(OSError):
-            found += [n for n in os.listdir(folder) if n.endswith(".pth")]
-    return sorted(found)
 
-
-def clean_venv(root: str) -> str | None:
-    """A venv without pip and without the host's site-packages (so none of its .pth files run
-    at start-up), with one .pth naming smllm's import root. Its python, or None."""
-    import smllm
-
-    folder = os.path.join(root, "venv")
-    try:
-        venv.create(folder, with_pip=False, symlinks=os.name != "nt")
-        python = os.path.join(folder, "Scripts" if os.name == "nt" else "bin", "python")
-        purelib = subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        with open(os.path.join(purelib, "smllm-bench.pth"), "w") as f:
-            f.write(os.path.dirname(os.path.dirname(os.path.abspath(smllm.__file__))) + "\n")
-        with open(os.path.join(folder, "smllm-script.py"), "w") as f:
-            f.write(CONSOLE_SCRIPT)
-        return python
-    except (OSError, subprocess.CalledProcessError) as exc:
-        print(f"  (no clean venv: {exc})")
+def flushes(root: str, env: dict[str, str], fires: int) -> int | None:
+    """Print the device flushes (fsync/fdatasync) of accepted fires, counted by strace: one
+    in-process fire with the stores' connections open, `fires` more, and one whole `smllm fire`
+    process. Returns the first count, or None where strace can't run."""
+    project = make_project(root, "flush")
+    # a state folder of its own: no connection of this process keeps its user store open
+    # (which would spare the probe's processes the checkpoint at their last close)
+    env = {**env, "XDG_STATE_HOME": os.path.join(root, "flush-state")}
+    user_dir = os.path.join(env["XDG_STATE_HOME"], "smllm")
+    log = os.path.join(root, "strace.log")
+    probe = [sys.executable, "-c", _FLUSH_PROBE, project, str(fires)]
+    parts, out = strace_syncs(probe, project, env, log)
+    if parts is None:
+        print(f"  not counted: {out}")
         return None
-
-
-def process_block(
-    label: str,
-    python: str,
-    key: str,
-    cwd: str,
-    env: dict[str, str],
-    runs: int,
-    script: str | None = None,
-) -> float | None:
-    """python -c pass vs python -m smllm session show KEY (and, for information, a console
-    script like pip's); prints them, returns the ratio of the first two."""
-    variants = {
-        "python -c pass": [python, "-c", "pass"],
-        "python -m smllm session show": [python, "-m", "smllm", "session", "show", key],
-    }
-    if script is not None:
-        variants["console script session show"] = [python, script, "session", "show", key]
-    print(f"  {label}")
-    try:
-        wall, cpu = process_times(variants, cwd, env, runs)
-    except RuntimeError as exc:
-        print(f"    failed: {exc}")
-        return None
-    stats = {k: Stats.of(v) for k, v in wall.items()}
-    for name, st in stats.items():
-        print(f"    {name:<30} {st.line()}")
-    show, base = stats["python -m smllm session show"].median, stats["python -c pass"].median
-    ratio = show / base
-    line = f"    wall ratio {ratio:.2f}x (smllm adds {show - base:.1f} ms)"
-    cpu_show = statistics.median(cpu["python -m smllm session show"])
-    cpu_base = statistics.median(cpu["python -c pass"])
-    if cpu_base > 0:
-        line += f"; CPU time {cpu_show:.1f} / {cpu_base:.1f} ms = {cpu_show / cpu_base:.2f}x"
-    print(line)
-    if "console script session show" in stats:
-        r = stats["console script session show"].median / base
-        print(f"    (the console script, run by path: {r:.2f}x — no runpy, but pip's `import re`)")
-    return ratio
-
-
-_DUMP = (
-    "import atexit, runpy, sys\n"
-    "def _dump():\n"
-    "    with open({out!r}, 'w') as f:\n"
-    "        f.write('\\n'.join(sorted(sys.modules)))\n"
-    "atexit.register(_dump)\n"
-    "sys.argv = {argv!r}\n"
-    "{run}\n"
-)
-
-
-def loaded_modules(python: str, args: list[str] | None, cwd: str, env: dict[str, str]) -> set[str]:
-    """sys.modules at exit of `python -m smllm ARGS` (or of a bare `python -c` when None)."""
-    out = os.path.join(cwd, ".bench-modules")
-    run = "runpy.run_module('smllm', run_name='__main__')" if args is not None else "pass"
-    code = _DUMP.format(out=out, argv=["smllm", *(args or [])], run=run)
-    subprocess.run([python, "-c", code], cwd=cwd, env=env, stdout=subprocess.DEVNULL)
-    try:
-        with open(out) as f:
-            return set(f.read().split())
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(out)
-
-
-def layers(python: str, key: str, cwd: str, env: dict[str, str], runs: int) -> None:
-    """The session show process in layers: bare python, + its stdlib imports, + smllm's."""
-    base = loaded_modules(python, None, cwd, env)
-    show = loaded_modules(python, ["session", "show", key], cwd, env)
-    extra = sorted(show - base - {"__main__", "runpy"})
-    stdlib = [m for m in extra if m.split(".")[0] != "smllm"]
-    ours = [m for m in extra if m.split(".")[0] == "smllm"]
-
-    def importer(names: list[str]) -> list[str]:
-        code = (
-            "import importlib\n"
-            f"for m in {names!r}:\n"
-            "    try:\n"
-            "        importlib.import_module(m)\n"
-            "    except Exception:\n"
-            "        pass\n"
+    one = sum(parts["one"].values())
+    print(f"  one accepted fire, in process: {_flush_text(parts['one'], user_dir)}")
+    print(f"  {fires} more: {_flush_text(parts['more'], user_dir, fires)}")
+    argv = [sys.executable, "-m", "smllm", "fire", "--session", out.strip(), "yield"]
+    for _ in range(2):  # the second: the first one may build the machine cache
+        cli, why = strace_syncs(argv, project, env, log)
+    if cli is None:
+        print(f"  a whole `smllm fire` process: not counted: {why}")
+    else:
+        print(f"  a whole `smllm fire` process: {_flush_text(cli[''], user_dir)}")
+        print(
+            "    (each process's connections are new: a first commit syncs the WAL's header "
+            "and its folder, the last close checkpoints and removes the WAL)"
         )
-        return [python, "-c", code]
-
-    variants = {
-        "python -c pass": [python, "-c", "pass"],
-        f"+ its {len(stdlib)} stdlib modules": importer(stdlib),
-        f"+ smllm's {len(ours)} modules": importer(stdlib + ours),
-        "python -m smllm session show": [python, "-m", "smllm", "session", "show", key],
-    }
-    wall, _ = process_times(variants, cwd, env, runs)
-    bare = statistics.median(wall["python -c pass"])
-    for name, times in wall.items():
-        st = Stats.of(times)
-        print(f"    {name:<30} median {st.median:7.1f} ms  = {st.median / bare:4.2f}x bare")
-    print(f"    stdlib modules: {' '.join(m for m in stdlib if '.' not in m)}")
-
-
-def import_report(
-    python: str, key: str, cwd: str, env: dict[str, str], top: int
-) -> tuple[int, list[str]]:
-    """Print the top `top` imports by cumulative time; returns (count, forbidden found)."""
-    argv = [python, "-X", "importtime", "-m", "smllm", "session", "show", key]
-    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
-    rows: list[tuple[int, int, str]] = []
-    for line in proc.stderr.splitlines():
-        if not line.startswith("import time:"):
-            continue
-        parts = line[len("import time:") :].split("|")
-        if len(parts) != 3 or not parts[0].strip().isdigit():
-            continue
-        rows.append((int(parts[1]), int(parts[0]), parts[2].rstrip()))
-    total_self = sum(r[1] for r in rows)
-    ours = sum(r[1] for r in rows if r[2].strip().split(".")[0] == "smllm")
-    print(
-        f"  {len(rows)} modules imported, {total_self / 1000:.1f} ms of import time in all "
-        f"(smllm's own modules {ours / 1000:.1f} ms, the rest {(total_self - ours) / 1000:.1f} ms)"
-    )
-    print(f"  {'cumulative':>12} {'self':>10}  module (indent = nesting)")
-    for cum, own, name in sorted(rows, reverse=True)[:top]:
-        print(f"  {cum / 1000:9.2f} ms {own / 1000:7.2f} ms  {name}")
-    names = {r[2].strip() for r in rows}
-    bad = sorted(n for n in names if n.split(".")[0] in FORBIDDEN)
-    return len(rows), bad
+    return one
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -592,14 +429,25 @@ def fire_medians(setups: list[Setup], fires: int) -> dict[str, Stats]:
     return {k: Stats.of(v) for k, v in times.items()}
 
 
+def default_venv_cache() -> str:
+    """Where the regular install's venv is kept: the user's cache (not the throw-away one)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "smllm-bench")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer rounds (CI): well under 20 s")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds (CI)")
     ap.add_argument("--fires", type=int, default=None, help="fires per store (default 300)")
     ap.add_argument("--runs", type=int, default=None, help="process runs each (default 30)")
     ap.add_argument("--dir", default=None, help="make the temp folder here (default: $TMPDIR)")
     ap.add_argument("--profile", action="store_true", help="cProfile the fire loop (10k store)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
+    ap.add_argument(
+        "--venv-cache",
+        default=default_venv_cache(),
+        help="keep the regular install's venv here (default: %(default)s)",
+    )
     args = ap.parse_args(argv)
 
     fires = args.fires or (100 if args.quick else 300)
@@ -623,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  temp folder {root} on {fs_type(root)}")
         print(
             f"  4 KiB write + fdatasync there: median {sync.median:.3f} ms, p90 {sync.p90:.3f} ms"
-            " (a fire commits two stores with synchronous=FULL: two of these)"
+            " (an accepted fire waits for one: the instance store's commit)"
         )
 
         heading("stores")
@@ -636,6 +484,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:<14} {st.line()}")
         growth = fire_stats[big.name].median / fire_stats[small.name].median
         print(f"  ratio 10k / 100 (medians): {growth:.2f}x")
+
+        heading("device flushes (fsync, fdatasync) of accepted fires, by strace")
+        flush_one = flushes(root, cached_bytecode_env(env, root), side)
 
         heading(f"where a fire's time goes (10k store, {side} fires, medians)")
         parts = {k: Stats.of(v) for k, v in phases(big, side).items()}
@@ -668,32 +519,36 @@ def main(argv: list[str] | None = None) -> int:
                 st = fire_medians([fast], fires)[fast.name]
                 print(f"  {fast.name:<14} {st.line()}")
                 cost = fire_stats[big.name].median - st.median
-                print(f"  so the synced commits cost ~{cost:.3f} ms of the 10k fire's median")
+                print(f"  so the synced commit costs ~{cost:.3f} ms of the 10k fire's median")
                 fast.app.user.close()
 
         py = sys.executable
         warm = cached_bytecode_env(env, root)
         heading(f"processes — median of {runs} runs each, interleaved, warm machine cache")
-        # The target is judged in a clean venv, as CI's `pip install -e .` venv: this
-        # interpreter's site-packages may hold .pth files that import things at every start-up
-        # (a sandbox's certifi hook costs ~25 ms), which pad `python -c pass` and hide smllm.
-        clean: float | None = None
-        venv_python = clean_venv(root)
-        if venv_python is not None:
-            clean = process_block(
-                "a clean venv (only a .pth naming smllm), .pyc cached — the target",
-                venv_python,
-                big.key,
+        show = ["smllm", "session", "show", big.key]
+        reg_python, how = regular_install(REPO, args.venv_cache, "smllm", "smllm.cli.main:main")
+        regular: dict[str, Ratios] = {}
+        # a regular install reads (and, if missing, writes) the .pyc files beside its modules
+        plain = {k: v for k, v in warm.items() if k != "PYTHONPYCACHEPREFIX"}
+        if reg_python is not None:
+            regular = process_block(
+                f"a regular install — the target ({how})",
+                reg_python,
+                show,
                 big.project,
-                warm,
+                plain,
                 runs,
-                os.path.join(root, "venv", "smllm-script.py"),
+                os.path.join(os.path.dirname(reg_python), "smllm"),
             )
-        here = process_block(
-            f"this interpreter ({len(site_pth_files())} .pth files in its site-packages), "
-            ".pyc cached",
+        else:
+            print(f"  no regular install: {how}")
+        src = os.path.dirname(os.path.dirname(os.path.abspath(smllm.__file__)))
+        kind = "an editable install" if "site-packages" not in src else "installed"
+        editable = process_block(
+            f"this interpreter: {kind} (smllm from {src}; {len(site_pth_files())} .pth files "
+            "in its site-packages), .pyc cached",
             py,
-            big.key,
+            show,
             big.project,
             warm,
             runs,
@@ -702,21 +557,21 @@ def main(argv: list[str] | None = None) -> int:
             process_block(
                 "as inherited: PYTHONDONTWRITEBYTECODE is set, so every run compiles smllm",
                 py,
-                big.key,
+                show,
                 big.project,
                 env,
                 max(5, runs // 3),
             )
 
-        lean = venv_python or py
-        where = "the clean venv" if venv_python else "this interpreter"
+        lean, lean_env = (reg_python, plain) if reg_python else (py, warm)
+        where = "the regular install" if reg_python else "this interpreter"
         heading(f"the session show process in layers ({where}, {max(5, runs // 2)} runs each)")
-        layers(lean, big.key, big.project, warm, max(5, runs // 2))
+        layers(lean, show, big.project, lean_env, max(5, runs // 2))
 
         heading(f"-X importtime -m smllm session show KEY ({where}) — top 15 cumulative")
-        import_report(lean, big.key, big.project, warm, 15)
+        import_report(lean, show, big.project, lean_env, 15)
         # this interpreter has yaml, jsonschema, … installed, so a stray import would succeed
-        mods = loaded_modules(py, ["session", "show", big.key], big.project, warm)
+        mods = loaded_modules(py, show, big.project, warm)
         bad = sorted(m for m in mods if m.split(".")[0] in FORBIDDEN)
         print(
             f"  sys.modules of a warm session show in this interpreter: {len(mods)} modules; "
@@ -732,30 +587,40 @@ def main(argv: list[str] | None = None) -> int:
                 fire_big <= FIRE_MEDIAN_MS,
             ),
             (
+                "fire median, 100 paused + 100 completed",
+                f"{fire_stats[small.name].median:.3f} ms",
+                None,
+            ),
+            (
                 f"fire at 10k completed <= {GROWTH_RATIO:g}x fire at 100",
                 f"{growth:.2f}x",
                 growth <= GROWTH_RATIO,
             ),
+            (
+                "an accepted in-process fire flushes the device once",
+                "not counted" if flush_one is None else str(flush_one),
+                None if flush_one is None else flush_one == 1,
+            ),
         ]
-        for label, r, judged in (
-            (" (clean venv)", clean, True),
-            (" (here)", here, venv_python is None),
+        target = f"session show <= {PROCESS_RATIO:g}x python -c pass"
+        for what, got, name, judged in (
+            (f"{target}: regular, -m", regular, "python -m smllm session show", True),
+            ("  the same: regular, console script", regular, "smllm session show (script)", False),
+            (
+                "  the same: editable (this venv), -m",
+                editable,
+                "python -m smllm session show",
+                False,
+            ),
         ):
-            if label == " (clean venv)" and venv_python is None:
-                continue
-            got = f"{r:.2f}x" if r is not None else "failed"
-            rows.append(
-                (
-                    f"session show <= {PROCESS_RATIO:g}x python -c pass{label}",
-                    got,
-                    (r is not None and r <= PROCESS_RATIO) if judged else None,
-                )
-            )
+            r = got.get(name)
+            ok = (r is not None and r.wall <= PROCESS_RATIO) if judged else None
+            rows.append((what, r.text() if r is not None else "failed", ok))
         rows.append(
             ("warm session show imports no forbidden module", ", ".join(bad) or "none", not bad)
         )
-        for what, got, ok in rows:
-            print(f"  {verdict(ok):<4}  {what:<54} {got}")
+        for what, text, ok in rows:
+            print(f"  {verdict(ok):<4}  {what:<58} {text}")
         print(f"  (report took {time.perf_counter() - started:.1f} s)")
     return 0
 
