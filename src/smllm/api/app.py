@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from ..engine.host import Host
 from ..engine.idle import kind_of
-from ..engine.records import AuditRecord, Session, iso
+from ..engine.records import Session, iso
 from ..engine.reply import Reply
 from ..errors import (
     CallError,
@@ -257,27 +257,14 @@ class App:
         configs: tuple[str, ...] | None = None,
     ) -> Session:
         """A new session in idle, with the configs found from `cwd` (`smllm session new`)."""
-        from ..engine.records import SessionWrite, iso
+        from ..engine.context import bind_audit, new_session
+        from ..engine.records import SessionWrite
 
         cwd = cwd or self.cwd
         configs = configs if configs is not None else find_configs(cwd, self.config)
         at = iso(self.host.now())
-        key = self.host.new_id("sm-")
-        while self.user.key_taken(key):
-            key = self.host.new_id("sm-")
-        new = Session(key, harness, host_session, cwd, configs, None, None, False, 0, 1, at, at)
-        audit = (
-            AuditRecord(
-                at,
-                "bind",
-                {
-                    "harness": harness,
-                    "hostSession": host_session,
-                    "cwd": cwd,
-                    "configs": list(configs),
-                },
-            ),
-        )
+        new = new_session(self.host, self.user.key_taken, harness, host_session, cwd, configs, at)
+        audit = (bind_audit(new, at),)
         if host_session is not None:
             return self.user.bind(new, audit)
         return self.user.commit_session(SessionWrite(new, True, None, frozenset()), audit)

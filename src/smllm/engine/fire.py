@@ -1,453 +1,244 @@
 """Firing one event: `fire(loaded, call, reader, host) -> Outcome` (engine.md §4 – §7).
 
-The outcome holds the reply and the writes; the store applies the writes in one versioned
-commit, and nothing here touches a store. Every check that can refuse comes before `Run`
-runs the first action, so a refused call returns no instance write (only the clean-ups of
-engine.md §4.1 touch the session).
+Rule 1: which events are legal where lives in two places only: `rules.py` says what each place
+offers and checks params; `HANDLERS` below says who handles an offered event in each place.
+Rule 2: every check that can refuse comes before a handler runs its first action, so a refused
+call returns no instance write (only the clean-ups of engine.md §4.1 touch the session).
+Rule 3: nothing here touches a store; the outcome holds the writes, and the caller commits them.
+
+A call is in one of four places: idle (no instance held), a state of a configured machine, an
+instance whose saved state no longer exists (§7.3), or one whose machine isn't configured
+(§7.2). The held checks of §7.1 come first and may return the session to idle.
 """
 
 from __future__ import annotations
 
 from ..machine.config import Loaded
 from ..machine.model import Machine, State
-from .builtins import do_yield, let_go, resume_fallback, state_gone, unconfigured, unmatched
+from . import builtins, enter
 from .call import Call, Outcome
+from .context import Ctx, begin, machine_header, new_run, refuse_idle, refuse_machine
 from .host import Host, Reader
 from .idle import idle_prompt, idle_view, left_message
-from .records import (
-    ACTIVE,
-    COMPLETED,
-    AuditRecord,
-    HistoryRecord,
-    Instance,
-    InstanceWrite,
-    Place,
-    Session,
-    SessionWrite,
-    iso,
-)
+from .moves import arrive
+from .records import AuditRecord, Instance, SessionWrite
 from .reply import Header, Reply
-from .rules import NOTE_PARAM, check_params, duplicate, machine_offers, state_events, too_large
-from .steps import Run
+from .rules import (
+    GONE_OFFERS,
+    MACHINE_EVENT,
+    NOTE_PARAM,
+    check_params,
+    duplicate,
+    machine_offers,
+    not_configured,
+    too_large,
+    unconfigured_events,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
-__all__ = ["Call", "Outcome", "fire", "lost"]
+__all__ = ["HANDLERS", "Call", "Outcome", "fire", "lost"]
 
-_SESSION_FIELDS = frozenset({"holding", "interrupted", "yielded", "blocks", "lastActive"})
+IDLE, IN_STATE, GONE, UNCONFIGURED = "idle", "in a state", "saved state gone", "unconfigured"
+
+
+def _list_paused(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
+    every = idle_view(ctx.loaded, ctx.reader, ctx.session, every_paused=True)
+    return Outcome(True, Reply(Header(ctx.key), idle=every.idle, events=every.events))
+
+
+def _machine_event(
+    ctx: Ctx, machine: Machine, state: State, inst: Instance, params: dict[str, Any]
+) -> Outcome:
+    run = new_run(ctx, machine, inst, params)
+    chosen = run.choose(state.on[ctx.event], state.name)
+    if chosen is None:
+        return refuse_machine(
+            ctx,
+            machine,
+            state,
+            inst,
+            f"no transition of {ctx.event} matched in {state.name}; nothing changed",
+        )
+    if chosen.set_ref:
+        problem = _ref_problem(ctx, machine, inst, params.get(machine.ref.param))
+        if problem is not None:
+            return refuse_machine(ctx, machine, state, inst, problem)
+    run.take(state, chosen, f"{state.name} {ctx.event} actions")
+    run.settle()
+    return arrive(ctx, machine, inst, run, f"{ctx.event} from {state.name}", params, ())
+
+
+def _ref_problem(ctx: Ctx, machine: Machine, inst: Instance, value: Any) -> str | None:
+    if not isinstance(value, str) or value == inst.ref:
+        return None
+    if not value:
+        return f"{ctx.event} param {machine.ref.param} can't be empty: it becomes the ref"
+    if inst.ref is not None:
+        return (
+            f"{machine.kind} {inst.id} already has ref {inst.ref}, and smllm sets a ref only once"
+        )
+    other = ctx.reader.find(machine.id, value)
+    if other is not None and other.id != inst.id:
+        return f"another {machine.kind} of {machine.id} already has ref {value}"
+    return None
+
+
+#: place × offered event → its handler. `rules.py` decides what is offered (and so legal) in
+#: each place; an event offered but missing here would be a bug, which `fire` asserts.
+#: Idle handlers take (ctx, params); the others (ctx, machine, state, instance, params),
+#: `state` being None where the saved state is gone or the machine isn't configured.
+HANDLERS: dict[tuple[str, str], Callable[..., Outcome]] = {
+    (IDLE, "enter"): enter.enter,
+    (IDLE, "resume"): enter.resume_idle,
+    (IDLE, "listPaused"): _list_paused,
+    (IN_STATE, MACHINE_EVENT): _machine_event,
+    (IN_STATE, "yield"): builtins.do_yield,
+    (IN_STATE, "pause"): builtins.pause,
+    (IN_STATE, "unmatched"): builtins.unmatched,
+    (IN_STATE, "resume"): builtins.resume_fallback,
+    (GONE, "pause"): builtins.pause_without_exit,
+    (GONE, "unmatched"): builtins.interrupt_without_exit,
+    (UNCONFIGURED, "pause"): builtins.pause_without_exit,
+}
+
+
+def fire(loaded: Loaded, call: Call, reader: Reader, host: Host) -> Outcome:
+    """Fire `call.event`; see engine.md §4.1 for the order of work."""
+    ctx = begin(loaded, call, reader, host)
+    s = ctx.session
+    if s is None or s.holding is None:
+        return _in_idle(ctx)
+    inst = reader.instance(*s.holding)
+    left = left_message(loaded, s, inst, s.holding)
+    if left is not None:
+        return moved(ctx, left)
+    assert inst is not None
+    machine = loaded.machines.get(inst.machine)
+    if machine is None:
+        return _unconfigured(ctx, inst)
+    state = machine.states.get(inst.state)
+    if state is None:
+        return _state_gone(ctx, machine, inst)
+    return _in_state(ctx, machine, state, inst)
+
+
+# -- the places ----------------------------------------------------------------------------
+
+
+def _in_idle(ctx: Ctx) -> Outcome:
+    view = idle_view(ctx.loaded, ctx.reader, ctx.session)
+    offered = [item.name for item in view.events.items]
+    event = ctx.event
+    # a slot the view no longer offers resume for is stale: resume still gets its §5.2
+    # message and clean-up, which empties the slot
+    stale_slot = event == "resume" and ctx.session is not None and ctx.session.interrupted
+    if event not in offered and not stale_slot:
+        return Outcome(
+            False,
+            Reply(
+                Header(ctx.key),
+                error=f"{event} is not offered in idle (offered: {', '.join(offered)})",
+                events=view.events,
+            ),
+        )
+    large = too_large(event, ctx.call.params)
+    if large is not None:
+        return refuse_idle(ctx, large)
+    if event != "enter":  # enter checks its own params (engine.md §5.1)
+        name = duplicate(ctx.call.params)
+        if name is not None:
+            return refuse_idle(ctx, f"{event} got param {name} more than once")
+        if ctx.call.params:
+            return refuse_idle(ctx, f"{event} takes no params, but got {ctx.call.params[0][0]}")
+    return HANDLERS[(IDLE, event)](ctx, {})
+
+
+def _in_state(ctx: Ctx, machine: Machine, state: State, inst: Instance) -> Outcome:
+    offered = machine_offers(machine, state, inst, ctx.call.source)
+    event = ctx.event
+    # checked before "not offered", whatever the state (engine.md §4.1 step 3)
+    if ctx.call.source == "agent" and machine.source(event) == "host":
+        message = f"{event} is an event that only the host fires (offered: {', '.join(offered)})"
+        return refuse_machine(ctx, machine, state, inst, message)
+    if event not in offered:
+        message = f"{event} is not offered here (offered: {', '.join(offered)})"
+        return refuse_machine(ctx, machine, state, inst, message)
+    large = too_large(event, ctx.call.params)
+    if large is not None:
+        return refuse_machine(ctx, machine, state, inst, large)
+    if event == "yield":
+        specs = state.params.get("yield", (NOTE_PARAM,))
+    elif event in state.on:
+        specs = state.params.get(event, ())
+    else:
+        specs = ()
+    declared = machine.events.get(event)
+    defs = declared.defs if declared else None
+    problem, params = check_params(event, specs, defs, ctx.call.params)
+    if problem is not None:
+        return refuse_machine(ctx, machine, state, inst, problem)
+    handler = HANDLERS.get((IN_STATE, event)) or HANDLERS[(IN_STATE, MACHINE_EVENT)]
+    return handler(ctx, machine, state, inst, params)
+
+
+def _state_gone(ctx: Ctx, machine: Machine, inst: Instance) -> Outcome:
+    """engine.md §7.3: only pause and unmatched, without exit actions."""
+    event = ctx.event
+    if event not in GONE_OFFERS:
+        message = f"{event} is not offered here (offered: {', '.join(GONE_OFFERS)})"
+        return builtins.refuse_gone(ctx, machine, inst, message)
+    if ctx.call.params:
+        message = f"{event} takes no params, but got {ctx.call.params[0][0]}"
+        return builtins.refuse_gone(ctx, machine, inst, message)
+    return HANDLERS[(GONE, event)](ctx, machine, None, inst, {})
+
+
+def _unconfigured(ctx: Ctx, inst: Instance) -> Outcome:
+    """engine.md §7.2: only pause, which lets go of the instance without exit actions; every
+    other event gets the §7.2 message (not "not offered": the machine may come back)."""
+    if ctx.event != "pause" or ctx.call.params:
+        return Outcome(
+            False,
+            Reply(
+                machine_header(ctx, None, inst),
+                error=not_configured(inst.machine),
+                events=unconfigured_events(ctx.key, inst),
+            ),
+        )
+    return HANDLERS[(UNCONFIGURED, "pause")](ctx, None, None, inst, {})
+
+
+# -- replies that return the session to idle -----------------------------------------------
 
 
 def lost(loaded: Loaded, call: Call, reader: Reader, host: Host, message: str) -> Outcome:
     """The reply to a call whose commit lost a race (engine.md §10): a session that held an
     instance returns to idle; in idle (or keyless) the call is refused with `message`."""
-    f = _Fire(loaded, call, reader, host)
+    ctx = begin(loaded, call, reader, host)
     if call.session is not None and call.session.holding is not None:
-        return f.moved(message)
-    return f.refuse_idle(message)
+        return moved(ctx, message)
+    return refuse_idle(ctx, message)
 
 
-def fire(loaded: Loaded, call: Call, reader: Reader, host: Host) -> Outcome:
-    """Fire `call.event`; see engine.md §4.1 for the order of work."""
-    return _Fire(loaded, call, reader, host).run()
-
-
-class _Fire:
-    def __init__(self, loaded: Loaded, call: Call, reader: Reader, host: Host) -> None:
-        self.loaded = loaded
-        self.call = call
-        self.reader = reader
-        self.host = host
-        self.at = iso(host.now())
-        self.session = call.session
-        self.key = call.session.key if call.session is not None else None
-        self.event = call.event
-        self.pending_session: SessionWrite | None = None
-
-    # -- replies that change nothing -----------------------------------------------------------
-
-    def idle_header(self) -> Header:
-        return Header(self.key)
-
-    def refuse_idle(self, message: str, session_write: SessionWrite | None = None) -> Outcome:
-        view = idle_view(self.loaded, self.reader, self.session)
-        return Outcome(
-            False,
-            Reply(self.idle_header(), error=message, events=view.events),
-            session=session_write,
-        )
-
-    def machine_header(
-        self,
-        machine: Machine | None,
-        inst: Instance,
-        state: str | None = None,
-        visits: dict[str, int] | None = None,
-        label: str | None = None,
-    ) -> Header:
-        name = state or inst.state
-        return Header(
-            self.key,
-            inst.machine,
-            name,
-            (visits or inst.visits).get(name, 1),
-            machine.kind if machine else "instance",
-            label if label is not None else inst.label,
-        )
-
-    def refuse_machine(
-        self, machine: Machine, state: State, inst: Instance, message: str
-    ) -> Outcome:
-        return Outcome(
-            False,
-            Reply(
-                self.machine_header(machine, inst),
-                error=message,
-                events=state_events(machine, state, inst, self.key),
-            ),
-        )
-
-    # -- session writes ------------------------------------------------------------------------
-
-    def session_write(self, holding: Place | None, interrupted: Place | None) -> SessionWrite:
-        yielded = self.event == "yield"
-        s = self.session
-        if s is None and self.pending_session is not None:
-            new = self.pending_session.session._replace(
-                holding=holding, interrupted=interrupted, yielded=yielded
-            )
-            return self.pending_session._replace(session=new)
-        if s is None:
-            key = self.host.new_id("sm-")
-            while self.reader.session_taken(key):
-                key = self.host.new_id("sm-")
-            self.key = key
-            c = self.call
-            new = Session(
-                key,
-                c.harness,
-                c.host_session,
-                c.cwd,
-                c.configs,
-                holding,
-                interrupted,
-                yielded,
-                0,
-                1,
-                self.at,
-                self.at,
-            )
-            return SessionWrite(new, True, None, _SESSION_FIELDS)
-        new = s._replace(
-            holding=holding,
-            interrupted=interrupted,
-            yielded=yielded,
-            blocks=0,
-            version=s.version + 1,
-            last_active=self.at,
-        )
-        return SessionWrite(new, False, s.holding, _SESSION_FIELDS)
-
-    def audits(
-        self, sw: SessionWrite, machine: str, label: str, from_state: str | None, to_state: str
-    ) -> tuple[AuditRecord, ...]:
-        out = []
-        if sw.create:
-            s = sw.session
-            out.append(
-                AuditRecord(
-                    self.at,
-                    "bind",
-                    {
-                        "harness": s.harness,
-                        "hostSession": s.host_session,
-                        "cwd": s.cwd,
-                        "configs": list(s.configs),
-                    },
-                )
-            )
-        out.append(
-            AuditRecord(
-                self.at,
-                "event",
-                {
-                    "event": self.event,
-                    "source": self.call.source,
-                    "machine": machine,
-                    "label": label,
-                    "from": from_state,
-                    "to": to_state,
-                },
-            )
-        )
-        return tuple(out)
-
-    def history(
-        self,
-        inst: Instance,
-        params: dict[str, Any],
-        from_state: str | None,
-        arrival: str | None,
-        trace: tuple[str, ...],
-    ) -> HistoryRecord:
-        assert self.key is not None
-        return HistoryRecord(
-            self.at,
-            self.key,
-            self.call.source,
-            self.event,
-            params,
-            from_state,
-            inst.state,
-            arrival,
-            inst.status,
-            inst.version,
-            trace,
-        )
-
-    # -- the call ------------------------------------------------------------------------------
-
-    def run(self) -> Outcome:
-        s = self.session
-        if s is None or s.holding is None:
-            return self.in_idle()
-        inst = self.reader.instance(*s.holding)
-        left = left_message(self.loaded, s, inst, s.holding)
-        if left is not None:
-            return self.moved(left)
-        assert inst is not None
-        machine = self.loaded.machines.get(inst.machine)
-        if machine is None:
-            return unconfigured(self, inst)
-        state = machine.states.get(inst.state)
-        if state is None:
-            return state_gone(self, machine, inst)
-        return self.in_state(machine, state, inst)
-
-    def moved(self, message: str) -> Outcome:
-        """engine.md §7.1: back to idle (written), the event refused."""
-        s = self.session
-        assert s is not None
-        new = s._replace(holding=None, version=s.version + 1, last_active=self.at)
-        sw = SessionWrite(new, False, s.holding, frozenset({"holding", "lastActive"}))
-        self.session = new
-        view = idle_view(self.loaded, self.reader, new)
-        text, failure = idle_prompt(self.loaded, self.host)
-        reply = Reply(
-            self.idle_header(),
-            trace=(failure,) if failure else (),
-            error=message,
-            instructions=(text,) if text else (),
-            idle=view.idle,
-            events=view.events,
-        )
-        return Outcome(
-            False, reply, session=sw, audit=(AuditRecord(self.at, "moved", {"message": message}),)
-        )
-
-    # -- machine states ------------------------------------------------------------------------
-    def in_state(self, machine: Machine, state: State, inst: Instance) -> Outcome:
-        offered = machine_offers(machine, state, inst, self.call.source)
-        event = self.event
-        # checked before "not offered", whatever the state (engine.md §4.1 step 3)
-        if self.call.source == "agent" and machine.source(event) == "host":
-            return self.refuse_machine(
-                machine,
-                state,
-                inst,
-                f"{event} is an event that only the host fires (offered: {', '.join(offered)})",
-            )
-        if event not in offered:
-            return self.refuse_machine(
-                machine, state, inst, f"{event} is not offered here (offered: {', '.join(offered)})"
-            )
-        large = too_large(event, self.call.params)
-        if large is not None:
-            return self.refuse_machine(machine, state, inst, large)
-        if event == "yield":
-            specs = state.params.get("yield", (NOTE_PARAM,))
-        elif event in state.on:
-            specs = state.params.get(event, ())
-        else:
-            specs = ()
-        ev = machine.events.get(event)
-        problem, params = check_params(event, specs, ev.defs if ev else None, self.call.params)
-        if problem is not None:
-            return self.refuse_machine(machine, state, inst, problem)
-        if event == "yield":
-            return do_yield(self, machine, inst, params)
-        if event == "pause":
-            run = self.new_run(machine, inst, params)
-            run.exit(state, (state.name, ""))
-            return let_go(
-                self,
-                machine,
-                inst,
-                (f"Paused {machine.kind} {inst.label} at {state.name}.",),
-                run.prompts,
-                run,
-            )
-        if event == "unmatched":
-            return unmatched(self, machine, state, inst)
-        if event == "resume":
-            return resume_fallback(self, machine, state, inst)
-        return self.machine_event(machine, state, inst, params)
-
-    def new_run(
-        self, machine: Machine, inst: Instance, params: dict[str, Any], ref: str | None = None
-    ) -> Run:
-        if self.session is None and self.pending_session is None:
-            # a keyless enter: the session exists only if the enter is accepted; its key is
-            # drawn now so the commands of this call see SMLLM_SESSION
-            self.pending_session = self.session_write(None, None)
-        return Run(
-            self.host,
-            machine,
-            session=self.key or "",
-            instance=inst.id,
-            ref=ref if ref is not None else inst.ref,
-            state=inst.state,
-            visits=inst.visits,
-            event=self.event,
-            params=params,
-            cwd=self.session.cwd if self.session else self.call.cwd,
-        )
-
-    def machine_event(
-        self, machine: Machine, state: State, inst: Instance, params: dict[str, Any]
-    ) -> Outcome:
-        run = self.new_run(machine, inst, params)
-        chosen = run.choose(state.on[self.event], state.name)
-        if chosen is None:
-            return self.refuse_machine(
-                machine,
-                state,
-                inst,
-                f"no transition of {self.event} matched in {state.name}; nothing changed",
-            )
-        if chosen.set_ref:
-            value = params.get(machine.ref.param)
-            problem = self.ref_problem(machine, inst, value)
-            if problem is not None:
-                return self.refuse_machine(machine, state, inst, problem)
-        run.take(state, chosen, f"{state.name} {self.event} actions")
-        run.settle()
-        arrival = f"{self.event} from {state.name}"
-        return self.arrive(machine, inst, run, arrival, params, ())
-
-    def ref_problem(self, machine: Machine, inst: Instance, value: Any) -> str | None:
-        if not isinstance(value, str) or value == inst.ref:
-            return None
-        if not value:
-            return f"{self.event} param {machine.ref.param} can't be empty: it becomes the ref"
-        if inst.ref is not None:
-            return (
-                f"{machine.kind} {inst.id} already has ref {inst.ref}, and smllm sets a ref "
-                "only once"
-            )
-        other = self.reader.find(machine.id, value)
-        if other is not None and other.id != inst.id:
-            return f"another {machine.kind} of {machine.id} already has ref {value}"
-        return None
-
-    def arrive(
-        self,
-        machine: Machine,
-        inst: Instance,
-        run: Run,
-        arrival: str,
-        params: dict[str, Any],
-        notes: tuple[str, ...],
-        *,
-        created: bool = False,
-        interrupted: Place | bool | None = False,
-    ) -> Outcome:
-        """Commit a move that leaves the instance in `run.state` (entry block or completion)."""
-        if run.passed:
-            arrival += " via " + ", ".join(run.passed)
-        rest = machine.states[run.state]
-        resume_state = inst.resume_state if rest.fallback else None
-        final = rest.final
-        from_state = None if created else inst.state
-        slot = self.session.interrupted if self.session else None
-        if interrupted is not False:
-            slot = interrupted if isinstance(interrupted, Place) else None
-        if slot is not None and slot.id == inst.id:
-            slot = None
-        sw = self.session_write(None if final else inst.place, slot)
-        new = inst._replace(
-            ref=run.ref,
-            state=run.state,
-            visits=run.visits,
-            status=COMPLETED if final else ACTIVE,
-            holder=None if final else sw.session.key,
-            holder_seen=self.at,
-            resume_state=None if final else resume_state,
-            version=inst.version + 1,
-            updated=self.at,
-        )
-        passed = tuple(f"Passed through: {s}" for s in run.passed)
-        trace = run.trace()
-        record = self.history(new, params, from_state, arrival, (*notes, *passed, *trace))
-        writes = (InstanceWrite(new, inst.version, record),)
-        header = self.machine_header(machine, new, run.state, run.visits)
-        shown_params = tuple(params.items())
-        if not final:
-            reply = Reply(
-                header, arrival, shown_params, notes, trace, instructions=tuple(run.prompts)
-            )
-        else:
-            view = idle_view(self.loaded, self.reader, sw.session, [new])
-            text, failure = idle_prompt(self.loaded, self.host)
-            prompts = (*run.prompts, text) if text else tuple(run.prompts)
-            reply = Reply(
-                header,
-                arrival,
-                shown_params,
-                notes,
-                (*trace, failure) if failure else trace,
-                instructions=prompts,
-                completed=f"{machine.kind} {new.label}",
-                idle=view.idle,
-                events=view.events,
-            )
-        audit = self.audits(sw, machine.id, new.label, from_state, new.state)
-        return Outcome(True, reply, writes, sw, audit)
-
-    # -- idle ----------------------------------------------------------------------------------
-    def in_idle(self) -> Outcome:
-        from .enter import enter, resume_idle
-
-        view = idle_view(self.loaded, self.reader, self.session)
-        offered = [item.name for item in view.events.items]
-        # a slot the view no longer offers resume for is stale: resume still gets its §5.2
-        # message and clean-up, which empties the slot
-        stale_slot = self.event == "resume" and self.session is not None and (
-            self.session.interrupted is not None
-        )
-        if self.event not in offered and not stale_slot:
-            return Outcome(
-                False,
-                Reply(
-                    self.idle_header(),
-                    error=f"{self.event} is not offered in idle (offered: {', '.join(offered)})",
-                    events=view.events,
-                ),
-            )
-        large = too_large(self.event, self.call.params)
-        if large is not None:
-            return self.refuse_idle(large)
-        if self.event == "enter":
-            return enter(self)
-        name = duplicate(self.call.params)
-        if name is not None:
-            return self.refuse_idle(f"{self.event} got param {name} more than once")
-        if self.call.params:
-            return self.refuse_idle(
-                f"{self.event} takes no params, but got {self.call.params[0][0]}"
-            )
-        if self.event == "resume":
-            return resume_idle(self)
-        every = idle_view(self.loaded, self.reader, self.session, every_paused=True)
-        return Outcome(True, Reply(self.idle_header(), idle=every.idle, events=every.events))
+def moved(ctx: Ctx, message: str) -> Outcome:
+    """engine.md §7.1: back to idle (written), the event refused."""
+    s = ctx.session
+    assert s is not None
+    new = s._replace(holding=None, version=s.version + 1, last_active=ctx.at)
+    sw = SessionWrite(new, False, s.holding, frozenset({"holding", "lastActive"}))
+    view = idle_view(ctx.loaded, ctx.reader, new)
+    text, failure = idle_prompt(ctx.loaded, ctx.host)
+    reply = Reply(
+        Header(ctx.key),
+        trace=(failure,) if failure else (),
+        error=message,
+        instructions=(text,) if text else (),
+        idle=view.idle,
+        events=view.events,
+    )
+    audit = (AuditRecord(ctx.at, "moved", {"message": message}),)
+    return Outcome(False, reply, session=sw, audit=audit)

@@ -177,9 +177,7 @@ def idle_view(
     # interrupted: the §5.2 clean-up cases (gone, taken over, no longer interrupted) would be
     # refused, and a view never offers what the data it read says will be refused
     live_slot = (
-        interrupted is not None
-        and interrupted.status == INTERRUPTED
-        and interrupted.holder == key
+        interrupted is not None and interrupted.status == INTERRUPTED and interrupted.holder == key
     )
     events = idle_events(loaded, key, interrupted, live_slot, total)
     return IdleView(idle, events)

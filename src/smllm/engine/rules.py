@@ -1,7 +1,9 @@
 """Legality: what is offered where, and the checks of an event's params (engine.md §4.1, §5.0;
 machine-format.md §2.4).
 
-Rule 1: every check that can refuse an event lives here or in `fire.py` before the first action.
+Rule 1: what each place offers is decided here (`machine_offers`, `GONE_OFFERS`, the idle
+events of `idle.py`), and `fire.HANDLERS` maps each offered event of a place to its handler;
+every check that can refuse an event runs before that handler's first action.
 Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal is a string).
 """
 
@@ -18,6 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_DESCRIPTIONS",
+    "GONE_OFFERS",
+    "MACHINE_EVENT",
     "NOTE_PARAM",
     "STRICT_JSON",
     "check_params",
@@ -43,6 +47,12 @@ BUILTIN_DESCRIPTIONS = {
     "unmatched": "The request fits none of these; handle it from idle, then resume.",
     "unmatched-fallback": "The request fits none of these; handle it in {fallback}, then resume.",
 }
+
+#: engine.md §5.0: what an instance whose saved state is gone offers (§7.3)
+GONE_OFFERS = ("pause", "unmatched")
+
+#: the key of `fire.HANDLERS` for every event a machine declares under `on`
+MACHINE_EVENT = "(machine event)"
 
 NOTE_PARAM = ParamSpec(
     "note", False, True, None, None, "What you are waiting for.", {"type": "string"}, None, True
@@ -345,4 +355,4 @@ def gone_note(machine: Machine, inst: Instance) -> str:
 def gone_events(machine: Machine, inst: Instance, key: str | None) -> EventsList:
     """§7.3: only pause and unmatched are offered."""
     gone = State(inst.state, False, False, False, (), (), {}, (), {}, None)
-    return state_events(machine, gone, inst, key, only=("pause", "unmatched"))
+    return state_events(machine, gone, inst, key, only=GONE_OFFERS)
