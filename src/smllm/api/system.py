@@ -38,7 +38,7 @@ class SystemHost:
         return random_id(prefix)
 
     def run_command(self, command: Command, cwd: str, env: Mapping[str, str]) -> CommandResult:
-        from .commands import run_command
+        from .processes import run_command
 
         full = {**self.env, **env}
         result = run_command(

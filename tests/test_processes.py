@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from smllm.api import commands
-from smllm.api.commands import CommandResult, run_command
+from smllm.api.processes import CommandResult, run_command
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/home/someone"}
 
