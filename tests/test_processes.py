@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from smllm.api import commands
+from smllm.api import processes
 from smllm.api.processes import CommandResult, run_command
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/home/someone"}
@@ -187,7 +187,7 @@ def test_huge_output_is_bounded() -> None:
 
 def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch, pidfile: Path) -> None:
     # Older kernels: fall back to polling the child between reads.
-    monkeypatch.setattr(commands, "_open_pidfd", lambda pid: None)
+    monkeypatch.setattr(processes, "_open_pidfd", lambda pid: None)
     assert run("echo out; exit 2") == CommandResult(False, "exited 2: out")
     result, took = timed(f"sleep 30 & echo $! > {pidfile}; exit 0")
     assert result == CommandResult(True, "")
