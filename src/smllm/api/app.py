@@ -22,8 +22,7 @@ from ..errors import (
 )
 from ..machine.config import Loaded, StoreSpec, find_configs
 from ..record import Record
-from ..store.base import InstanceStore
-from ..store.sqlite import SqliteStore
+from ..store.base import InstanceStore, SessionStore
 from .calllock import CallLock
 from .stores import Stores, state_home, user_store
 
@@ -90,7 +89,7 @@ class App:
 
             host = SystemHost(env)
         self.host = host
-        self.user: SqliteStore = user_store()
+        self.user: SessionStore = user_store()
         self.opened: dict[StoreSpec, InstanceStore] = {}
 
     # -- loading -------------------------------------------------------------------------------

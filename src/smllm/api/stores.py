@@ -9,7 +9,7 @@ from ..engine.idle import sort_paused
 from ..engine.records import Instance
 from ..errors import StoreError
 from ..machine.config import Loaded, StoreSpec
-from ..store.base import InstanceStore
+from ..store.base import InstanceStore, SessionStore
 from ..store.sqlite import SqliteStore
 
 __all__ = ["Stores", "state_home", "user_store"]
@@ -44,7 +44,7 @@ class Stores:
     def __init__(
         self,
         loaded: Loaded,
-        user: SqliteStore,
+        user: SessionStore,
         opened: dict[StoreSpec, InstanceStore] | None = None,
     ) -> None:
         self.loaded = loaded
