@@ -118,7 +118,10 @@ def test_errors_write_nothing(tmp_path: Path, env: dict[str, str]) -> None:
     (tmp_path / "out.json").write_text("kept\n")
     ran = smllm(["compile", "bad.smllm.yaml", "-o", "out.json"], tmp_path, env)
     assert (ran.code, ran.out) == (1, "")
+    # validate's findings, warnings beside the error (validation.md §1), info left out
     assert ran.err == (
+        "bad.smllm.yaml:6:11: warning: states.A.on.go: go has no description in A (AGT-3)\n"
+        "  hint: add a description, so the agent knows when to fire it\n"
         "bad.smllm.yaml:6:15: error: states.A.on.go: no state named NOWHERE (MCH-2)\n"
         "  hint: name one of: A\n"
     )

@@ -39,12 +39,29 @@ def test_findings_of_a_config(project: Path, env: dict[str, str]) -> None:
     (project / ".smllm" / "config.toml").write_text(
         '[machines]\nfiles = ["dev.smllm.yaml", "bad.smllm.yaml"]\n'
     )
-    ran = smllm(["validate"], project, env)
+    ran = smllm(["validate", "--info"], project, env)
     assert ran.code == 1
+    # every finding at once (validation.md §1), but MCH-13: with a target missing, which
+    # states the fix reaches is a guess
     assert ran.out == (
+        ".smllm/bad.smllm.yaml:6:5: warning: meta.events.reviewed: no state uses reviewed "
+        "(EVT-10)\n"
+        "  hint: use it in a state's on, or remove it\n"
+        ".smllm/bad.smllm.yaml:8:1: info: states: no final state: instances never complete "
+        "(MCH-18)\n"
+        "  hint: add a state with type: final if the work can end\n"
+        ".smllm/bad.smllm.yaml:9:3: info: states.PLAN: the agent gets no instructions in PLAN "
+        "(AGT-5)\n"
+        "  hint: add a prompt action or enter-STATE.md\n"
+        ".smllm/bad.smllm.yaml:11:7: warning: states.PLAN.on.go: go has no description in PLAN "
+        "(AGT-3)\n"
+        "  hint: add a description, so the agent knows when to fire it\n"
         ".smllm/bad.smllm.yaml:11:11: error: states.PLAN.on.go: no state named WROK (MCH-2)\n"
         "  hint: name one of: PLAN, LOST\n"
-        "1 error, 0 warnings, 0 info\n"
+        ".smllm/bad.smllm.yaml:12:3: info: states.LOST: the agent gets no instructions in LOST "
+        "(AGT-5)\n"
+        "  hint: add a prompt action or enter-STATE.md\n"
+        "1 error, 2 warnings, 3 info\n"
     )
     path = project / ".smllm" / "bad.smllm.yaml"
     path.write_text(BAD.replace("WROK", "PLAN"))

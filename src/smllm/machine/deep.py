@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from .config import IdlePrompt
+    from .lint import Broken
 
     Add = Callable[..., None]
     Path_ = tuple[str | int, ...]
@@ -78,10 +79,11 @@ def check_files(
     prompts: list[tuple[Path_, Action]],
     cwds: list[tuple[Path_, str]],
     add: Add,
-    complete: bool = True,
+    broken: Broken | None = None,
 ) -> list[str]:
-    """Report on the files the machine names; returns every file and folder looked at. For a
-    machine with errors (not `complete`) only the files its own nodes name are checked."""
+    """Report on the files the machine names; returns every file and folder looked at. Where
+    the machine has errors (`broken`), a state's implied prompt and AGT-5 are checked only
+    when what decides them reads cleanly."""
     reads: list[str] = []
     texts: list[tuple[Path_, str, bool]] = []  # (where, author text, at the key)
     for path, action in prompts:
@@ -98,7 +100,12 @@ def check_files(
         else:
             assert text is not None
             texts.append((path, text, False))
-    for name, state in machine.states.items() if complete else ():
+    shared_broken = broken is not None and broken.under("meta", "sharedActions")
+    for name, state in machine.states.items():
+        # a malformed prompt in the entry is left out of the machine: the implied file and
+        # "no instructions" would both be guesses
+        if broken is not None and broken.under("states", name, "entry"):
+            continue
         implied = None
         if state.implied_prompt is not None:
             reads.append(state.implied_prompt)
@@ -107,7 +114,8 @@ def check_files(
                 texts.append((("states", name), implied, True))
         shared = [a for s in machine.shared if name in s.states for a in s.entry]
         prompted = any(a.kind == "prompt" for a in (*state.entry, *shared)) or bool(implied)
-        if not state.final and not state.always and not prompted:
+        # a malformed sharedActions entry may be the one that prompts in this state
+        if not state.final and not state.always and not prompted and not shared_broken:
             add("AGT-5", ("states", name), f"the agent gets no instructions in {name}", at_key=True)
     for path, text, at_key in texts:
         tag = closing_tag(text)

@@ -1,5 +1,6 @@
-"""Warnings and info about a machine that loads (validation.md §2: MCH-13 … 18, EVT-7, EVT-10,
-EVT-12, AGT-3, AGT-4). They run on every load; only `smllm validate` prints them."""
+"""Warnings and info about a machine (validation.md §2: MCH-13 … 18, EVT-7, EVT-10, EVT-12,
+AGT-3, AGT-4). They run on every load whose shape is valid, errors or not (validation.md §1:
+every finding at once); only `smllm validate` prints them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,32 @@ if TYPE_CHECKING:
 
     Add = Callable[..., None]
 
-__all__ = ["always_loops", "lint"]
+__all__ = ["Broken", "always_loops", "lint"]
+
+Path_ = tuple[str | int, ...]
+
+#: errors that leave the graph of transitions unknown: a missing initial state or target, a
+#: dropped built-in transition (EVT-5), an always without a target, a final state with
+#: transitions, a second fallback. With one of them MCH-13 would guess: the fix may add the
+#: very edge that reaches a state.
+_GRAPH_ERRORS = frozenset({"MCH-1", "MCH-2", "MCH-5", "MCH-6", "MCH-7", "EVT-5"})
+
+
+class Broken:
+    """Where a machine's errors are, for the warnings that still run on it: each warning reads
+    only parts without an error, so it neither guesses from a broken part nor repeats an
+    error's point. MCH-13, MCH-14, MCH-16, AGT-3, EVT-12 and deep.py's AGT-5 skip what an
+    error touches (said at each); MCH-15, MCH-17, MCH-18, EVT-7, EVT-10 and AGT-4 read only
+    what a valid shape already fixes (a state's type, exit, entryPoint; declared events and
+    params), so they always run."""
+
+    def __init__(self, errors: list[tuple[str, Path_]] | None = None) -> None:
+        self.rules = {rule for rule, _ in errors or ()}
+        self.paths = [path for _, path in errors or ()]
+
+    def under(self, *prefix: str | int) -> bool:
+        """An error at `prefix` or inside it."""
+        return any(path[: len(prefix)] == prefix for path in self.paths)
 
 
 def _candidates(data: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Any]]:
@@ -24,16 +50,19 @@ def _candidates(data: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str 
     return [(path, data)]
 
 
-def lint(machine: Machine, data: dict[str, Any], add: Add) -> None:
+def lint(machine: Machine, data: dict[str, Any], add: Add, broken: Broken | None = None) -> None:
+    broken = broken or Broken()
     states = machine.states
     sdata: dict[str, Any] = data["states"]
-    _reachability(machine, add)
+    if not broken.rules & _GRAPH_ERRORS:
+        _reachability(machine, add)
     used: set[str] = set()
     for name, state in states.items():
         raw = sdata.get(name) or {}
         path = ("states", name)
         used.update(state.on)
-        if state.on and state.always:
+        # a final state's on and always are MCH-6's error: none of their warnings here
+        if state.on and state.always and not state.final:
             add(
                 "MCH-14",
                 (*path, "always"),
@@ -53,15 +82,23 @@ def lint(machine: Machine, data: dict[str, Any], add: Add) -> None:
                 (*path, "meta", "entryPoint"),
                 f"entering {name} completes the instance at once",
             )
-        for event, candidates in (raw.get("on") or {}).items():
+        for event, candidates in (raw.get("on") or {}).items() if not state.final else ():
+            if event not in state.on:
+                continue  # a built-in event: EVT-5's error
             for cpath, item in _candidates(candidates, (*path, "on", event)):
-                if isinstance(item, dict) and item.get("reenter") and item.get("target") != name:
+                if not isinstance(item, dict) or not item.get("reenter"):
+                    continue
+                target = item.get("target")
+                # a target that names no state is MCH-2's: it may be a typo of this state
+                if target != name and (target is None or target in states):
                     add("MCH-16", (*cpath, "reenter"), "reenter has no effect here")
+            described = machine.events.get(event) is not None and (
+                machine.events[event].description is not None
+            )
             if (
-                event in state.on
-                and machine.source(event) == "agent"
+                machine.source(event) == "agent"
                 and all(t.description is None for t in state.on[event])
-                and (machine.events.get(event) is None or machine.events[event].description is None)
+                and not described
             ):
                 add(
                     "AGT-3",
@@ -94,7 +131,9 @@ def lint(machine: Machine, data: dict[str, Any], add: Add) -> None:
                     f"param {spec.name} of {event} looks like the ref param",
                     at_key=True,
                 )
-    if used and machine.host_only():
+    # a built-in event in `on` (EVT-5) is left out of the machine, and renamed it may be the
+    # one agent event
+    if used and machine.host_only() and "EVT-5" not in broken.rules:
         add("EVT-12", ("id",), f"only the host can drive {machine.id}; agents can't enter it")
 
 

@@ -105,6 +105,7 @@ class _Builder(ActionReader):
         self.prompts: list[tuple[Path_, Action]] = []  # for the checks of deep.py
         self.cwds: list[tuple[Path_, str]] = []
         self.reads: list[str] = []  # files and folders those checks read or looked for
+        self.error_at: list[tuple[str, Path_]] = []  # (rule, path) of each error, for lint
 
     # -- findings -----------------------------------------------------------------------------
 
@@ -123,9 +124,10 @@ class _Builder(ActionReader):
         self, rule: str, path: Path_, message: str, *, at_key: bool = False, hint: str | None = None
     ) -> None:
         line, col = self.pos(path, at_key)
-        self.findings.append(
-            Finding.make(rule, self.shown, message, path=path, line=line, col=col, hint=hint)
-        )
+        finding = Finding.make(rule, self.shown, message, path=path, line=line, col=col, hint=hint)
+        self.findings.append(finding)
+        if finding.level == "error":
+            self.error_at.append((rule, path))
 
     def errors(self) -> bool:
         return any(f.level == "error" for f in self.findings)
@@ -223,17 +225,14 @@ class _Builder(ActionReader):
             fallback=fallbacks[0] if fallbacks else None,
         )
         from .deep import check_files
+        from .lint import Broken, lint
 
-        if self.errors():
-            # the file checks of its own nodes still run (MCH-11, MCH-19, AGT-1), so a fix
-            # doesn't reveal them one round later; the derived ones (lint, AGT-5) need a
-            # machine without errors
-            self.reads = check_files(machine, self.prompts, self.cwds, self.add, complete=False)
-            return None
-        from .lint import lint
-
-        lint(machine, data, self.add)
-        self.reads = check_files(machine, self.prompts, self.cwds, self.add)
+        # every finding at once (validation.md §1): the warnings run on a machine with errors
+        # too, each skipping the parts an error touches (see Broken), so that a broken part
+        # gives neither a guess nor a second finding of the same mistake
+        broken = Broken(self.error_at)
+        lint(machine, data, self.add, broken)
+        self.reads = check_files(machine, self.prompts, self.cwds, self.add, broken)
         return None if self.errors() else machine
 
     def check_pattern(self, pattern: str, path: Path_) -> None:
