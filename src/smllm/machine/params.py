@@ -13,7 +13,14 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["env_name", "json_param_errors", "read_params", "ref_param_spec"]
+__all__ = [
+    "as_json",
+    "env_name",
+    "json_param_errors",
+    "read_params",
+    "ref_param_spec",
+    "schema_message",
+]
 
 #: machine-format.md §2.4: a schema using only these keys (with no type, or type string) is a
 #: string param shown as "one of"/"pattern" and checked by smllm itself.
@@ -145,14 +152,17 @@ _IN_PLACE_LISTS = frozenset({"allOf", "anyOf", "oneOf"})
 
 def _walk_keywords(
     schema: Any, path: tuple[str | int, ...], out: list[Problem], depth: int = 0
-) -> None:
+) -> bool:
+    """EVT-1/EVT-2 of one schema's keywords; True when it nests past MAX_SCHEMA_DEPTH (then
+    jsonschema, which recurses per level, must not read it)."""
     if isinstance(schema, bool) or not isinstance(schema, dict):
-        return
+        return False
     if depth > MAX_SCHEMA_DEPTH:
         out.append(
             Problem(path, "EVT-1", f"the schema nests more than {MAX_SCHEMA_DEPTH} levels deep")
         )
-        return
+        return True
+    deep = False
     for key, value in schema.items():
         sub = (*path, key)
         if key not in _KEYWORDS:
@@ -164,18 +174,19 @@ def _walk_keywords(
                 )
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, item in value.items():
-                _walk_keywords(item, (*sub, name), out, depth + 1)
+                deep = _walk_keywords(item, (*sub, name), out, depth + 1) or deep
         elif key in _SCHEMA_LISTS and isinstance(value, list):
             for index, item in enumerate(value):
-                _walk_keywords(item, (*sub, index), out, depth + 1)
+                deep = _walk_keywords(item, (*sub, index), out, depth + 1) or deep
         elif key in _SCHEMA_ONE:
-            _walk_keywords(value, sub, out, depth + 1)
+            deep = _walk_keywords(value, sub, out, depth + 1) or deep
         elif key in ("pattern",) and isinstance(value, str):
             _check_pattern(value, sub, out)
     for key in ("patternProperties",):
         if isinstance(schema.get(key), dict):
             for pat in schema[key]:
                 _check_pattern(pat, (*path, key, pat), out)
+    return deep
 
 
 def _resolve(params: dict[str, Any], ref: str) -> tuple[tuple[str | int, ...], Any] | None:
@@ -220,28 +231,31 @@ def _refs(schema: Any, path: tuple[str | int, ...], in_place: bool) -> list[tupl
 
 
 def _ref_problems(params: dict[str, Any]) -> list[Problem]:
-    """EVT-1 for a `$ref` that points at nothing, and for a loop of `$ref`s that never reaches
-    a value (`a: {$ref: "#/$defs/a"}`): both fail every time the param is checked."""
+    """EVT-1 for each `$ref` that points at nothing, and for each loop of `$ref`s that never
+    reaches a value (`a: {$ref: "#/$defs/a"}`): both fail every time the param is checked.
+    Every one is reported, each at the `$ref` that is wrong or closes the loop."""
     out: list[Problem] = []
     found = _refs(params, (), False)
     targets = {ref: _resolve(params, ref) for _, ref, _ in found}
     for where, ref, _ in found:
         if targets[ref] is None:
             out.append(Problem(where, "EVT-1", f"$ref {ref} points at nothing in $defs"))
-    if out:
-        return out
-    # the refs each target reaches in place: a cycle among them never reaches a value
+    # the refs each target reaches in place: a cycle among them never reaches a value (a ref
+    # to nothing has no target, so it is no step of a loop)
     reach: dict[str, list[tuple[Any, str]]] = {}
     places: dict[str, tuple[str | int, ...]] = {}
     for ref, target in targets.items():
-        assert target is not None
+        if target is None:
+            continue
         places[ref] = target[0]
-        reach[ref] = [(w, r) for w, r, same in _refs(target[1], (), True) if same]
+        inner = _refs(target[1], (), True)
+        reach[ref] = [(w, r) for w, r, same in inner if same and targets.get(r) is not None]
+    # depth-first, each ref expanded once: every step back onto the trail closes one loop
     done: set[str] = set()
-    for _, start, _ in found:
+    for start in reach:
         if start in done:
             continue
-        trail = [start]  # the refs being followed; a step back onto one closes a loop
+        trail = [start]  # the refs being followed
         stack = [iter(reach[start])]
         while stack:
             step = next(stack[-1], None)
@@ -253,15 +267,9 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
             if nxt in trail:
                 loop = [*trail[trail.index(nxt) :], nxt]
                 names = " → ".join(r.removeprefix("#/$defs/") for r in loop)
-                out.append(
-                    Problem(
-                        (*places[trail[-1]], *where),
-                        "EVT-1",
-                        f"$ref loops without reaching a value: {names}",
-                    )
-                )
-                return out
-            if nxt not in done:
+                message = f"$ref loops without reaching a value: {names}"
+                out.append(Problem((*places[trail[-1]], *where), "EVT-1", message))
+            elif nxt not in done:
                 trail.append(nxt)
                 stack.append(iter(reach[nxt]))
     return out
@@ -344,20 +352,21 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
     props = params.get("properties") or {}
     required = params.get("required") or []
     defs = params.get("$defs")
-    if not isinstance(props, dict):
-        return (
-            (),
-            None,
-            [*problems, Problem(("properties",), "EVT-1", "properties must be a mapping")],
-        )
+    # every problem of the object at once: a part that is wrong is left out of the checks
+    # that would only repeat it
+    props_ok = isinstance(props, dict)
+    if not props_ok:
+        problems.append(Problem(("properties",), "EVT-1", "properties must be a mapping"))
+        props = {}
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         problems.append(Problem(("required",), "EVT-1", "required must be a list of param names"))
         required = []
-    if defs is not None and not isinstance(defs, dict):
+    defs_ok = defs is None or isinstance(defs, dict)
+    if not defs_ok:
         problems.append(Problem(("$defs",), "EVT-1", "$defs must be a mapping"))
         defs = None
     for index, name in enumerate(required):
-        if name not in props:
+        if props_ok and name not in props:
             problems.append(
                 Problem(("required", index), "EVT-3", f"required param {name} isn't declared")
             )
@@ -365,6 +374,7 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
     from .schema import NAME_PATTERNS
 
     specs: list[ParamSpec] = []
+    schemas: list[tuple[tuple[str | int, ...], Any]] = []  # for the metaschema check
     for name, schema in props.items():
         path: tuple[str | int, ...] = ("properties", name)
         if not pattern_matches(NAME_PATTERNS["param"], name):
@@ -377,29 +387,33 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
                 problems.append(Problem(path, "EVT-1", f"the schema of {name} must be a mapping"))
                 continue
             schema = {} if schema else {"not": {}}
-        _walk_keywords(schema, path, problems)
+        if not _walk_keywords(schema, path, problems):
+            schemas.append((path, props[name]))
         specs.append(_spec(name, schema, name in required))
-    if defs:
-        for name, schema in defs.items():
-            _walk_keywords(schema, ("$defs", name), problems)
-    if not problems:
+    for name, schema in (defs or {}).items():
+        if not _walk_keywords(schema, ("$defs", name), problems):
+            schemas.append((("$defs", name), schema))
+    if defs_ok:  # a $defs that isn't a mapping has no place to point into
         problems.extend(_ref_problems(params))
-    if not problems:
-        problems.extend(_metaschema_problems(params))
+    # jsonschema's checks, but not where ours already found the node wrong (a `$ref: 5`)
+    taken = {p.path for p in problems}
+    for path, schema in schemas:
+        problems.extend(p for p in _metaschema_problems(schema, path) if p.path not in taken)
     return tuple(specs), defs, problems
 
 
-def _metaschema_problems(params: dict[str, Any]) -> list[Problem]:
+def _metaschema_problems(schema: Any, at: tuple[str | int, ...]) -> list[Problem]:
+    """The draft 2020-12 metaschema's findings on one property or $defs schema at `at`."""
     from jsonschema import Draft202012Validator
 
     out: list[Problem] = []
-    for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(params):
-        path = tuple(error.absolute_path)
+    for error in Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema):
+        path = (*at, *error.absolute_path)
         unknown = _unknown_types(error.instance) if path[-1:] == ("type",) else []
         if unknown:  # jsonschema says "'strng' is not valid under any of the given schemas"
             message = f"type {', '.join(unknown)} doesn't exist (types: {', '.join(_JSON_TYPES)})"
         else:
-            message = f"not a valid JSON Schema: {error.message}"
+            message = f"not a valid JSON Schema: {schema_message(error)}"
         out.append(Problem(path, "EVT-1", message))
     return out
 
@@ -415,6 +429,57 @@ def _unknown_types(value: Any) -> list[str]:
     return [w for w in words if w not in _JSON_TYPES]
 
 
+def as_json(value: Any) -> str:
+    """`value` as JSON text (`null`, `true`, `"x"`), as the author wrote it; repr for what JSON
+    can't write."""
+    import json
+
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def schema_message(error: Any) -> str:
+    """jsonschema's message for `error` with its values written as JSON: it writes them with
+    Python's repr (`None is not one of [None, True]`, `'x' is not of type 'integer'`).
+
+    The values a message can quote are the instance, the keyword's value, their items and
+    keys, and a few parts of the schema; each one's repr is replaced in a single pass, longest
+    first, so a replacement is never read again."""
+    if error.validator is None:  # the schema `false`: jsonschema's one message without keyword
+        return f"false schema does not allow {as_json(error.instance)}"
+    found: list[Any] = [error.instance, error.validator_value]
+    for value in (error.instance, error.validator_value):
+        if isinstance(value, list):
+            found += value
+        elif isinstance(value, dict):
+            found += list(value)
+            found += [v for item in value.values() if isinstance(item, list) for v in item]
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator in ("additionalProperties", "unevaluatedProperties"):
+        found += list(schema.get("patternProperties") or ())  # "… do not match any of …"
+    if error.validator == "items" and isinstance(error.instance, list):
+        found.append(error.instance[len(schema.get("prefixItems") or ()) :])  # "… extra: […]"
+    texts: dict[str, str] = {}
+    for value in found:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            continue  # a finite number's repr is its JSON, and digits are in the prose too
+        text = repr(value)
+        if text != as_json(value):
+            texts[text] = as_json(value)
+    if not texts:
+        return str(error.message)
+    import re
+
+    # None, True and False only as whole words; quoted and bracketed reprs delimit themselves
+    pattern = "|".join(
+        rf"\b{re.escape(t)}\b" if t[0].isalpha() else re.escape(t)
+        for t in sorted(texts, key=len, reverse=True)
+    )
+    return re.sub(pattern, lambda m: texts[m.group()], str(error.message))
+
+
 def _validator_for(schema: dict[str, Any]) -> Any:
     from jsonschema import Draft202012Validator, validators
 
@@ -424,7 +489,7 @@ def _validator_for(schema: dict[str, Any]) -> Any:
         if isinstance(instance, str) and not pattern_matches(patrn, instance):
             from jsonschema.exceptions import ValidationError
 
-            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+            yield ValidationError(f"{as_json(instance)} does not match {as_json(patrn)}")
 
     kind = validators.extend(  # type: ignore[no-untyped-call]
         Draft202012Validator, {"pattern": pattern}
@@ -436,13 +501,15 @@ def json_param_errors(
     spec: ParamSpec, defs: dict[str, Any] | None, value: Any, limit: int = 10
 ) -> tuple[list[str], int]:
     """Sentences `At PATH: ERROR` for a value failing its schema, ordered by path, and how many
-    more there were beyond `limit`."""
+    more there were beyond `limit`; values in them are written as JSON."""
     schema = dict(spec.schema)
     if defs:
         schema["$defs"] = defs
     first: dict[tuple[Any, ...], str] = {}
     for error in _validator_for(schema).iter_errors(value):
-        first.setdefault(tuple(error.absolute_path), error.message)
+        path = tuple(error.absolute_path)
+        if path not in first:
+            first[path] = schema_message(error)
     keys = sorted(
         first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x) for x in p)
     )
