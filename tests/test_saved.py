@@ -69,30 +69,44 @@ def test_a_state_renamed_and_a_pattern_narrowed(project: Path, env: dict[str, st
     dev.write_text(text)
     code, found = _ins(project, env)
     assert code == 0  # warnings and info only
-    # INS-6 at the pattern, INS-1 at `states:`, where the state would have to come back
+    # validation.md §2.6: the machine file, and no line or path: an instance is in the store,
+    # not at a node of the file
     assert [
-        (f["rule"], f["level"], f["file"], f["line"], f["column"], f["message"]) for f in found
+        (f["rule"], f["level"], f["file"], f["line"], f["column"], f["path"], f["message"])
+        for f in found
     ] == [
-        ("INS-6", "info", str(DEV), 8, 37, "issue GH-1 no longer matches ^GH-[02-9]$"),
         (
             "INS-1",
             "warning",
             str(DEV),
-            19,
-            1,
+            None,
+            None,
+            None,
             "issue GH-2 is saved in WORK, which no longer exists",
         ),
+        ("INS-6", "info", str(DEV), None, None, None, "issue GH-1 no longer matches ^GH-[02-9]$"),
     ]
-    assert found[1]["hint"] == (
+    assert found[0]["hint"] == (
         "restore the state, or fire enter for the instance with state: an existing state"
     )
     text_out = smllm(["validate"], project, env).out
     assert "INS-6" not in text_out  # info only with --info
-    line = (
-        f"{DEV}:19:1: warning: states: issue GH-2 is saved in WORK, which no longer exists (INS-1)"
+    assert text_out == (
+        f"{DEV}: warning: issue GH-2 is saved in WORK, which no longer exists (INS-1)\n"
+        "  hint: restore the state, or fire enter for the instance with state: an existing "
+        "state\n"
+        "0 errors, 1 warning, 1 info\n"
     )
-    assert line in text_out.splitlines()
     assert smllm(["validate", "--warnings"], project, env).code == 1
+
+
+def test_a_machine_with_errors_is_not_checked(project: Path, env: dict[str, str]) -> None:
+    """validation.md §1: INS rules run only on machines without errors; a broken file's
+    instances are neither checked nor counted as not configured (INS-3)."""
+    _two_paused(project, env)
+    dev = project / DEV
+    dev.write_text(dev.read_text().replace("initial: PLAN", "initial: PLN").replace("WORK", "X"))
+    assert _ins(project, env, "--info") == (1, [])
 
 
 def test_detour_return_unreadable_records_and_lost_machines(
@@ -111,23 +125,22 @@ def test_detour_return_unreadable_records_and_lost_machines(
     code, found = _ins(project, env, "--info")
     assert code == 0
     config = str(Path(".smllm") / "config.toml")
-    assert [(f["rule"], f["file"], f["path"], f["message"]) for f in found] == [
-        ("INS-3", config, "machines.files", "2 saved instances of old, which is not configured"),
+    assert {(f["line"], f["column"], f["path"]) for f in found} == {(None, None, None)}
+    # in load order (the config, then its machine file), then by rule and message
+    assert [(f["rule"], f["file"], f["message"]) for f in found] == [
+        ("INS-3", config, "2 saved instances of old, which is not configured"),
+        ("INS-2", str(DEV), "issue GH-1 would return to GONE, which no longer exists"),
         (
             "INS-4",
             str(DEV),
-            None,
             "instance i-broken can't be read: not valid JSON: Expecting property name enclosed "
             "in double quotes: line 1 column 20 (char 19)",
         ),
         (
             "INS-4",
             str(DEV),
-            None,
             "instance i-newer can't be read: unknown status archived (written by a newer smllm?)",
         ),
-        # records with no node first (line null), then by line
-        ("INS-2", str(DEV), "states", "issue GH-1 would return to GONE, which no longer exists"),
     ]
     # the engine leaves damaged records out and still serves the readable ones
     key = json.loads(smllm(["session", "new", "--json"], project, env).out)["session"]
@@ -145,11 +158,21 @@ def test_a_store_that_cannot_be_opened(project: Path, env: dict[str, str]) -> No
     (project / STORE).write_bytes(b"this is not a database" * 100)
     code, found = _ins(project, env)
     assert code == 0
-    assert [(f["rule"], f["level"], f["file"]) for f in found] == [
-        ("INS-5", "warning", str(Path(".smllm") / "config.toml"))
+    # the config whose store it is, no line or path; the reason names the store
+    assert [
+        (f["rule"], f["level"], f["file"], f["line"], f["column"], f["path"], f["message"])
+        for f in found
+    ] == [
+        (
+            "INS-5",
+            "warning",
+            str(Path(".smllm") / "config.toml"),
+            None,
+            None,
+            None,
+            f"saved instances weren't checked: {project / STORE}: file is not a database",
+        )
     ]
-    assert found[0]["message"].startswith("saved instances weren't checked: ")
-    assert "not a database" in found[0]["message"]
     # a store written by a newer smllm
     (project / STORE).unlink()
     db = sqlite3.connect(project / STORE)

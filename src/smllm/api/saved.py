@@ -24,6 +24,11 @@ def check_saved(loaded: Loaded) -> list[Finding]:
     store, not at a node of the file); INS-5, and INS-3 and INS-4 of a machine that isn't
     configured, name the config file whose store it is."""
     broken = {f.file for f in loaded.findings if f.level == "error"}
+    # validation.md §1: INS rules run only on machines without errors; the instances of a
+    # machine whose file has errors are neither checked nor "not configured" (INS-3), unless
+    # another file gives that id a machine (CFG-4 keeps the first)
+    unchecked = {_top_id(f) for f in broken if f not in loaded.configs}
+    unchecked -= {None, *loaded.machines}
     findings: list[Finding] = []
     seen: set[StoreSpec] = set()
     for config, spec in loaded.config_stores.items():
@@ -41,8 +46,16 @@ def check_saved(loaded: Loaded) -> list[Finding]:
             message = f"saved instances weren't checked: {exc}"
             findings.append(Finding.make("INS-5", config, message))
             continue
+        rows = [r for r in rows if r.machine not in unchecked]
         findings += _check_rows(rows, machines, config)
     return findings
+
+
+def _top_id(file: str) -> str | None:
+    """The `id` a machine file with errors declares, as CFG-8 reads it."""
+    from ..machine.load import load_machine_file
+
+    return load_machine_file(file, file).top_id
 
 
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:
