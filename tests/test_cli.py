@@ -183,7 +183,8 @@ _WORDS = ("fire", "session", "show", "--session", "--param", "--json", "--host",
 @given(st.lists(st.sampled_from(_WORDS), max_size=7))
 def test_fast_paths_read_argv_as_the_parser_does(argv: list[str]) -> None:
     # `session show` and `fire` skip argparse; where they answer, it's the parser's answer
-    from smllm.cli.main import Exit, _fast_args
+    from smllm.cli.common import Exit
+    from smllm.cli.main import _fast_args
     from smllm.cli.parser import parse
 
     fast = _fast_args(list(argv))

@@ -107,6 +107,51 @@ def test_findings_of_a_config(project: Path, env: dict[str, str]) -> None:
     }
 
 
+WARNED = """\
+id: warned
+initial: A
+meta:
+  smllm: 1
+states:
+  A:
+    entry: { type: prompt, params: { text: Go. } }
+    on:
+      go: { target: B, description: Go on. }
+  B:
+    type: final
+  C:
+    type: final
+"""
+
+
+def test_warnings_fail_the_run_and_ok_says_so(tmp_path: Path, env: dict[str, str]) -> None:
+    """--warnings: a warning exits 1, and --json's `ok` agrees with the exit code."""
+    (tmp_path / "warned.smllm.yaml").write_text(WARNED)
+    plain = smllm(["validate", "--json", "warned.smllm.yaml"], tmp_path, env)
+    strict = smllm(["validate", "--json", "--warnings", "warned.smllm.yaml"], tmp_path, env)
+    assert (plain.code, json.loads(plain.out)["ok"]) == (0, True)
+    assert (strict.code, json.loads(strict.out)["ok"]) == (1, False)
+    assert json.loads(strict.out)["counts"] == {"error": 0, "warning": 1, "info": 0}
+    text = smllm(["validate", "--warnings", "warned.smllm.yaml"], tmp_path, env)
+    assert (text.code, text.out) == (
+        1,
+        "warned.smllm.yaml:12:3: warning: states.C: C can't be reached (MCH-13)\n"
+        "  hint: add a transition to it, mark it meta.entryPoint, or remove it\n"
+        "0 errors, 1 warning, 0 info\n",
+    )
+    # info never fails the run (AGT-5 once A gives no prompt and C is gone)
+    info_only = WARNED.replace("  C:\n    type: final\n", "").replace(
+        "    entry: { type: prompt, params: { text: Go. } }\n", ""
+    )
+    (tmp_path / "warned.smllm.yaml").write_text(info_only)
+    ran = smllm(["validate", "--json", "--warnings", "--info", "warned.smllm.yaml"], tmp_path, env)
+    assert (ran.code, json.loads(ran.out)["ok"], json.loads(ran.out)["counts"]) == (
+        0,
+        True,
+        {"error": 0, "warning": 0, "info": 1},
+    )
+
+
 def test_usage(tmp_path: Path, env: dict[str, str]) -> None:
     ran = smllm(["validate"], tmp_path, env)
     assert (ran.code, ran.out) == (2, "")

@@ -7,7 +7,7 @@ import sys
 
 from ..api.app import App, Result
 from ..errors import CallError, NoConfig
-from .main import Exit, config_option, emit_json, make_folder, write_atomically
+from .common import Exit, config_option, emit_json, make_folder, write_atomically
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

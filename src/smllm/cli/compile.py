@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..machine.config import shown_path
-from .main import Exit, write_atomically
+from .common import Exit, write_atomically
 from .validate import finding_lines
 
 TYPE_CHECKING = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .main import Exit
+from .common import Exit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

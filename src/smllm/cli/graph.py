@@ -8,7 +8,7 @@ import re
 import sys
 
 from ..machine.model import Guard, Machine, Transition
-from .main import Exit, emit_json
+from .common import Exit, emit_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def graph(args: Namespace) -> int:
 
     from ..machine.cache import load_cached
     from ..machine.config import find_configs
-    from .main import config_option
+    from .common import config_option
 
     configs = find_configs(os.getcwd(), config_option(args))
     if not configs:

@@ -12,91 +12,14 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
+from .common import Exit, fail, json_state, utf8
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from argparse import Namespace
     from typing import Any
 
-if TYPE_CHECKING:
-    from argparse import Namespace
-
-__all__ = ["Exit", "config_option", "emit_json", "main", "make_folder", "utf8", "write_atomically"]
-
-
-class Exit(Exception):
-    """Leave with `code`, after `error: MESSAGE` on stderr when a message is given."""
-
-    def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def config_option(args: Namespace) -> str | None:
-    """`--config`, else a non-empty SMLLM_CONFIG; a missing explicit file is exit 2."""
-    explicit = getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG") or None
-    if explicit and not os.path.isfile(explicit):
-        raise Exit(2, f"config file {explicit} not found")
-    return explicit
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    """Write `path` whole or not at all (a temporary file, synced, then renamed); a path that
-    can't be written is `error: can't write PATH: REASON`, exit 1."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise Exit(1, f"can't write {path}: {exc.strerror}") from None
-
-
-def make_folder(path: str) -> None:
-    """`mkdir -p path`; one that can't be made is `error: can't create PATH: REASON`, exit 1."""
-    try:
-        os.makedirs(path, exist_ok=True)
-    except OSError as exc:
-        raise Exit(1, f"can't create {path}: {exc.strerror}") from None
-
-
-def utf8(text: str) -> bool:
-    """Whether `text` is text: bytes that aren't UTF-8 reach Python as lone surrogates (in
-    arguments and, in some locales, standard input), and no store or reply can hold them."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-#: whether this command wants `--json`, and whether it printed its object (main() prints
-#: `{"ok":false,"error":…}` for an exit 1 that printed none: exactly one object, always)
-_json_state = {"wanted": False, "emitted": False}
-
-
-def emit_json(obj: Any) -> None:
-    from ..jsontext import dumps
-
-    sys.stdout.write(dumps(obj) + "\n")
-    _json_state["emitted"] = True
-
-
-def _fail(code: int, message: str | None) -> int:
-    """Leave with `code`: `error: MESSAGE` on stderr and, for a `--json` exit 1 that printed
-    nothing yet, the one object cli-and-harnesses.md §1 promises (exit 2 prints nothing)."""
-    if message:
-        sys.stderr.write(f"error: {message}\n")
-    if code == 1 and _json_state["wanted"] and not _json_state["emitted"]:
-        emit_json({"ok": False, "error": message})
-    return code
+__all__ = ["COMMANDS", "main"]
 
 
 def _fast_args(argv: list[str]) -> Any:
@@ -174,7 +97,7 @@ def _dispatch(args: Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
-    _json_state.update(wanted=False, emitted=False)
+    json_state.update(wanted=False, emitted=False)
     if sys.stdout is None:  # started with stdout closed (`>&-`): do the work, print nowhere
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
@@ -192,14 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             build().print_help()
             return 2
-        _json_state["wanted"] = bool(getattr(args, "json", False))
+        json_state["wanted"] = bool(getattr(args, "json", False))
         code = _dispatch(args)
         if code == 1:
-            code = _fail(1, None)
+            code = fail(1, None)
         sys.stdout.flush()
         return code
     except Exit as exc:
-        return _fail(exc.code, exc.message)
+        return fail(exc.code, exc.message)
     except BrokenPipeError:
         # a closed stdout pipe ends the command quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -212,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ..errors import SmllmError
 
         if isinstance(exc, SmllmError):
-            return _fail(exc.exit_code, str(exc))
+            return fail(exc.exit_code, str(exc))
         sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc}\n")
         if os.environ.get("SMLLM_DEBUG"):
             import traceback

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
-from .main import Exit
+from .common import Exit
 
 __all__ = ["build", "parse"]
 

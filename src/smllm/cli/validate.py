@@ -10,7 +10,7 @@ import sys
 
 from ..machine.config import shown_path
 from ..machine.findings import Finding
-from .main import Exit, config_option, emit_json
+from .common import Exit, config_option, emit_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

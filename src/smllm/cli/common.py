@@ -1,0 +1,101 @@
+"""What every command shares: leaving with an exit code (`Exit`), the config option, printing
+the one `--json` object, and writing a file whole or not at all (cli-and-harnesses.md §1).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from argparse import Namespace
+    from typing import Any
+
+__all__ = [
+    "Exit",
+    "config_option",
+    "emit_json",
+    "fail",
+    "json_state",
+    "make_folder",
+    "utf8",
+    "write_atomically",
+]
+
+
+class Exit(Exception):
+    """Leave with `code`, after `error: MESSAGE` on stderr when a message is given."""
+
+    def __init__(self, code: int, message: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def config_option(args: Namespace) -> str | None:
+    """`--config`, else a non-empty SMLLM_CONFIG; a missing explicit file is exit 2."""
+    explicit = getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG") or None
+    if explicit and not os.path.isfile(explicit):
+        raise Exit(2, f"config file {explicit} not found")
+    return explicit
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write `path` whole or not at all (a temporary file, synced, then renamed); a path that
+    can't be written is `error: can't write PATH: REASON`, exit 1."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        import contextlib
+
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise Exit(1, f"can't write {path}: {exc.strerror}") from None
+
+
+def make_folder(path: str) -> None:
+    """`mkdir -p path`; one that can't be made is `error: can't create PATH: REASON`, exit 1."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise Exit(1, f"can't create {path}: {exc.strerror}") from None
+
+
+def utf8(text: str) -> bool:
+    """Whether `text` is text: bytes that aren't UTF-8 reach Python as lone surrogates (in
+    arguments and, in some locales, standard input), and no store or reply can hold them."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+#: whether this command wants `--json`, and whether it printed its object (main() prints
+#: `{"ok":false,"error":…}` for an exit 1 that printed none: exactly one object, always)
+json_state = {"wanted": False, "emitted": False}
+
+
+def emit_json(obj: Any) -> None:
+    from ..jsontext import dumps
+
+    sys.stdout.write(dumps(obj) + "\n")
+    json_state["emitted"] = True
+
+
+def fail(code: int, message: str | None) -> int:
+    """Leave with `code`: `error: MESSAGE` on stderr and, for a `--json` exit 1 that printed
+    nothing yet, the one object cli-and-harnesses.md §1 promises (exit 2 prints nothing)."""
+    if message:
+        sys.stderr.write(f"error: {message}\n")
+    if code == 1 and json_state["wanted"] and not json_state["emitted"]:
+        emit_json({"ok": False, "error": message})
+    return code
