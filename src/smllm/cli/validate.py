@@ -115,10 +115,12 @@ def validate(args: Namespace) -> int:
     findings.sort(key=lambda f: (order.get(f.file, len(order)), *f.in_file_order()))
     shown = [_shown(f, files) for f in findings]
     count = {level: sum(f.level == level for f in shown) for level in ("error", "warning", "info")}
+    # with --warnings a warning fails the run too; `ok` always agrees with the exit code
+    failed = bool(count["error"] or (args.warnings and count["warning"]))
     if args.json:
         emit_json(
             {
-                "ok": count["error"] == 0,
+                "ok": not failed,
                 "files": [shown_path(f) for f in files],
                 "findings": [
                     {
@@ -140,5 +142,4 @@ def validate(args: Namespace) -> int:
         out = finding_lines(shown, args.info)
         out.append(counts_line(count["error"], count["warning"], count["info"]))
         sys.stdout.write("\n".join(out) + "\n")
-    failed = count["error"] or (args.warnings and count["warning"])
     return 1 if failed else 0
