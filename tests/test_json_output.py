@@ -252,3 +252,43 @@ def test_a_broken_store_does_not_hide_the_other_sessions(
     value = strict(ran.out)
     assert value["errors"] == [f"{broken}: file is not a database"]
     assert [s["key"] for s in value["sessions"]] == keys[::-1]
+
+
+def test_only_validate_prints_findings(project: Path, env: dict[str, str]) -> None:
+    """validation.md §1: other commands say in one line that a file has errors."""
+    smllm_dir = project / ".smllm"
+    (smllm_dir / "bad.smllm.yaml").write_text("id: [x\n")
+    config = smllm_dir / "config.toml"
+    config.write_text(config.read_text().replace("files = [", 'files = ["bad.smllm.yaml", '))
+    note = (
+        "note: .smllm/bad.smllm.yaml has errors, so machines in it aren't configured; "
+        "smllm validate tells why\n"
+    )
+    made = smllm(["session", "new", "--json"], project, env)
+    assert (made.code, made.err) == (0, note)
+    key = json.loads(made.out)["session"]
+    for args in (
+        ["session", "show", key],
+        [
+            "fire",
+            "--session",
+            key,
+            "enter",
+            "--param",
+            "stateMachine=dev",
+            "--param",
+            "issueId=GH-1",
+        ],
+        ["graph"],
+        ["graph", "dev", "--mermaid"],
+    ):
+        ran = smllm(args, project, env)
+        assert (ran.code, ran.err) == (0, note), (args, ran)
+    ran = smllm(["graph", "bad"], project, env)
+    assert (ran.code, ran.err) == (
+        1,
+        "error: no machine bad is configured (with errors: .smllm/bad.smllm.yaml; see smllm "
+        "validate)\n",
+    )
+    ran = smllm(["validate"], project, env)
+    assert ran.code == 1 and ran.out.startswith(".smllm/bad.smllm.yaml:2:1: error: not valid YAML")

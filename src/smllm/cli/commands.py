@@ -7,7 +7,14 @@ import sys
 
 from ..api.app import App, Result
 from ..errors import CallError, NoConfig
-from .common import Exit, config_option, emit_json, make_folder, write_atomically
+from .common import (
+    Exit,
+    config_option,
+    emit_json,
+    make_folder,
+    report_load_errors,
+    write_atomically,
+)
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -16,7 +23,6 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from argparse import Namespace
 
-    from ..machine.config import Loaded
 
 __all__ = ["demo", "fire", "info", "init", "instance", "new", "session"]
 
@@ -40,19 +46,6 @@ def _shown(path: str) -> str:
 
 def _app(args: Namespace) -> App:
     return App(config=config_option(args))
-
-
-def report_load_errors(loaded: Loaded) -> None:
-    """Machine files or configs that didn't load: one line saying so (their findings are
-    `smllm validate`'s to print, validation.md §1)."""
-    from ..machine.config import shown_path
-
-    broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
-    if broken:
-        sys.stderr.write(
-            f"note: {', '.join(broken)} {'has' if len(broken) == 1 else 'have'} errors, so "
-            "machines in it aren't configured; smllm validate tells why\n"
-        )
 
 
 def _reply(result: Result, as_json: bool) -> int:

@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from argparse import Namespace
     from typing import Any
 
+    from ..machine.config import Loaded
+
 __all__ = [
     "Exit",
     "config_option",
@@ -19,6 +21,7 @@ __all__ = [
     "fail",
     "json_state",
     "make_folder",
+    "report_load_errors",
     "utf8",
     "write_atomically",
 ]
@@ -99,3 +102,16 @@ def fail(code: int, message: str | None) -> int:
     if code == 1 and json_state["wanted"] and not json_state["emitted"]:
         emit_json({"ok": False, "error": message})
     return code
+
+
+def report_load_errors(loaded: Loaded) -> None:
+    """Machine files or configs that didn't load: one line saying so (their findings are
+    `smllm validate`'s to print, validation.md §1)."""
+    from ..machine.config import shown_path
+
+    broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
+    if broken:
+        sys.stderr.write(
+            f"note: {', '.join(broken)} {'has' if len(broken) == 1 else 'have'} errors, so "
+            "machines in it aren't configured; smllm validate tells why\n"
+        )

@@ -8,7 +8,7 @@ import re
 import sys
 
 from ..machine.model import Guard, Machine, Transition
-from .common import Exit, emit_json
+from .common import Exit, emit_json, report_load_errors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,6 +175,7 @@ def graph(args: Namespace) -> int:
             broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
             why = f" (with errors: {', '.join(broken)}; see smllm validate)" if broken else ""
             raise Exit(1, f"no machine {args.id} is configured{why}")
+    report_load_errors(loaded)
     if args.json:
         emit_json({"machines": [_json(m) for m in machines]})
         return 0
