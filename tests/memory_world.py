@@ -35,7 +35,6 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from smllm.engine.call import Call, Outcome
 from smllm.engine.fire import fire, lost
 from smllm.engine.host import Host
-from smllm.engine.idle import kind_of
 from smllm.engine.records import (
     ACTIVE,
     INTERRUPTED,
@@ -302,38 +301,18 @@ class World(Generic[H]):
         loser's return to idle and replies with the engine's message for it."""
         try:
             self.reader.apply_instances(outcome.instances)
-        except StoreConflict as exc:
-            label = self._label(exc.machine, exc.id, outcome)
-            kind = kind_of(self.loaded, exc.machine)
-            message = f"another session changed {kind} {label}; you are in idle"
-            return self._settle(call, outcome, message)
-        except RefTaken as exc:
-            kind = kind_of(self.loaded, exc.machine)
-            message = f"another {kind} of {exc.machine} already has ref {exc.ref}"
-            return self._settle(call, outcome, message)
-        session = call.session
-        if outcome.session is not None:
-            try:
-                session = self.reader.apply_session(outcome.session, outcome.audit)
-            except StoreConflict:
-                session = self.reader.session(outcome.session.session.key)
-        return Fired(outcome, outcome, session)
+        except (StoreConflict, RefTaken) as exc:
+            answer = lost(self.loaded, call, self.reader, self.host, exc, outcome)
+            return Fired(outcome, answer, self._commit_session(call, answer))
+        return Fired(outcome, outcome, self._commit_session(call, outcome))
 
-    def _settle(self, call: Call, outcome: Outcome, message: str) -> Fired:
-        answer = lost(self.loaded, call, self.reader, self.host, message)
-        session = call.session
-        if answer.session is not None:
-            try:
-                session = self.reader.apply_session(answer.session, answer.audit)
-            except StoreConflict:
-                session = self.reader.session(answer.session.session.key)
-        return Fired(outcome, answer, session)
-
-    def _label(self, machine: str, id: str, outcome: Outcome) -> str:
-        current = self.reader.instance(machine, id)
-        if current is not None:
-            return current.label
-        return next((w.instance.label for w in outcome.instances if w.instance.id == id), id)
+    def _commit_session(self, call: Call, outcome: Outcome) -> Session | None:
+        if outcome.session is None:
+            return call.session
+        try:
+            return self.reader.apply_session(outcome.session, outcome.audit)
+        except StoreConflict:
+            return self.reader.session(outcome.session.session.key)
 
     def view(self, key: str) -> Reply:
         s = self.recovered(self.session(key), write=False)

@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping
 
 from ..engine.host import Host
-from ..engine.idle import kind_of
 from ..engine.records import Session, iso
 from ..engine.reply import Reply
 from ..errors import (
@@ -205,46 +204,23 @@ class App:
                 by_store.setdefault(id(store), (store, []))[1].append(w)
             for store, writes in by_store.values():
                 store.commit_instances(writes)
-        except StoreConflict as exc:
-            label = self._label(stores, exc.machine, exc.id, outcome)
-            message = (
-                f"another session changed {kind_of(loaded, exc.machine)} {label}; you are in idle"
-            )
-            return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
-        except RefTaken as exc:
-            message = (
-                f"another {kind_of(loaded, exc.machine)} of {exc.machine} already has ref {exc.ref}"
-            )
-            return self._settle(call, lost(loaded, call, stores, self.host, message), stores)
-        session = call.session
-        if outcome.session is not None:
-            try:
-                session = self.user.commit_session(outcome.session, outcome.audit)
-            except StoreConflict:
-                # only a writer without the call lock (an older smllm) gets here: the instance
-                # write stands and the reply says so truthfully; the session's next call
-                # takes the instance back (`_recovered`)
-                session = self.user.session(outcome.session.session.key)
-        return Result(outcome.ok, outcome.reply, session, stores)
+        except (StoreConflict, RefTaken) as exc:
+            answer = lost(loaded, call, stores, self.host, exc, outcome)
+            return Result(False, answer.reply, self._commit_session(call, answer), stores)
+        # a session write that conflicts now comes only from a writer without the call lock
+        # (an older smllm): the instance write stands and the reply says so truthfully; the
+        # session's next call takes the instance back (`_recovered`)
+        return Result(outcome.ok, outcome.reply, self._commit_session(call, outcome), stores)
 
-    def _settle(self, call: Call, outcome: Outcome, stores: Stores) -> Result:
-        session = call.session
-        if outcome.session is not None:
-            try:
-                session = self.user.commit_session(outcome.session, outcome.audit)
-            except StoreConflict:
-                session = self.user.session(outcome.session.session.key)
-        return Result(False, outcome.reply, session, stores)
-
-    @staticmethod
-    def _label(stores: Stores, machine: str, id: str, outcome: Outcome) -> str:
-        current = stores.instance(machine, id)
-        if current is not None:
-            return current.label
-        for w in outcome.instances:
-            if w.instance.id == id:
-                return w.instance.label
-        return id
+    def _commit_session(self, call: Call, outcome: Outcome) -> Session | None:
+        """The session after committing `outcome`'s session write: as written, or as stored
+        when it conflicts; the call's own when the outcome writes none."""
+        if outcome.session is None:
+            return call.session
+        try:
+            return self.user.commit_session(outcome.session, outcome.audit)
+        except StoreConflict:
+            return self.user.session(outcome.session.session.key)
 
     # -- sessions and hooks ----------------------------------------------------------------------
 

@@ -13,13 +13,14 @@ instance whose saved state no longer exists (§7.3), or one whose machine isn't 
 
 from __future__ import annotations
 
+from ..errors import RefTaken, StoreConflict, StoreError
 from ..machine.config import Loaded
 from ..machine.model import Machine, State
 from . import builtins, enter
 from .call import Call, Outcome
 from .context import Ctx, begin, machine_header, new_run, refuse_idle, refuse_machine
 from .host import Host, Reader
-from .idle import idle_prompt, idle_view, left_message
+from .idle import idle_prompt, idle_view, kind_of, left_message
 from .moves import arrive
 from .records import AuditRecord, Instance, SessionWrite
 from .reply import Header, Reply
@@ -215,9 +216,22 @@ def _unconfigured(ctx: Ctx, inst: Instance) -> Outcome:
 # -- replies that return the session to idle -----------------------------------------------
 
 
-def lost(loaded: Loaded, call: Call, reader: Reader, host: Host, message: str) -> Outcome:
-    """The reply to a call whose commit lost a race (engine.md §10): a session that held an
-    instance returns to idle; in idle (or keyless) the call is refused with `message`."""
+def lost(
+    loaded: Loaded, call: Call, reader: Reader, host: Host, error: StoreError, outcome: Outcome
+) -> Outcome:
+    """The reply to a call whose instance commit lost a race (engine.md §10): StoreConflict
+    or RefTaken from committing `outcome`. A session that held an instance returns to idle;
+    in idle (or keyless) the call is refused with the message."""
+    if isinstance(error, RefTaken):
+        kind = kind_of(loaded, error.machine)
+        message = f"another {kind} of {error.machine} already has ref {error.ref}"
+    else:
+        assert isinstance(error, StoreConflict)
+        current = reader.instance(error.machine, error.id)
+        written = (w.instance for w in outcome.instances if w.instance.id == error.id)
+        label = current.label if current else next((i.label for i in written), error.id)
+        kind = kind_of(loaded, error.machine)
+        message = f"another session changed {kind} {label}; you are in idle"
     ctx = begin(loaded, call, reader, host)
     if call.session is not None and call.session.holding is not None:
         return moved(ctx, message)
