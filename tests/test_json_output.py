@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Ran, smllm, write_machine
+from conftest import Ran, enter_args, smllm, write_machine
 
 NUMBERS = """\
 id: numbers
@@ -269,16 +269,7 @@ def test_only_validate_prints_findings(project: Path, env: dict[str, str]) -> No
     key = json.loads(made.out)["session"]
     for args in (
         ["session", "show", key],
-        [
-            "fire",
-            "--session",
-            key,
-            "enter",
-            "--param",
-            "stateMachine=dev",
-            "--param",
-            "issueId=GH-1",
-        ],
+        enter_args(key, "GH-1"),
         ["graph"],
         ["graph", "dev", "--mermaid"],
     ):

@@ -149,13 +149,21 @@ def start_slow(folder: Path, env: dict[str, str], key: str, gate: Path) -> subpr
     return proc
 
 
+def in_flight(
+    folder: Path, env: dict[str, str], tmp_path: Path
+) -> tuple[str, dict[str, Any], Path, subprocess.Popen[str]]:
+    """A session with its `slow` call in flight: the key, the stores before, the guard's
+    gate and the process."""
+    key = entered(folder, env)
+    before = store_rows(folder, env, key)
+    gate = tmp_path / "gate"
+    return key, before, gate, start_slow(folder, env, key, gate)
+
+
 def test_a_call_in_flight_refuses_the_next_and_changes_nothing(
     toggle: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
-    key = entered(toggle, env)
-    before = store_rows(toggle, env, key)
-    gate = tmp_path / "gate"
-    proc = start_slow(toggle, env, key, gate)
+    key, before, gate, proc = in_flight(toggle, env, tmp_path)
     try:
         ran = smllm(["fire", "--session", key, "flip"], toggle, env)
         assert (ran.code, ran.out, ran.err) == (1, "", BUSY.format(key=key))
@@ -177,10 +185,7 @@ def test_a_killed_call_does_not_lock_its_session(
     toggle: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
     """`kill -9` mid-call (its guard running): nothing was written, and the next call works."""
-    key = entered(toggle, env)
-    before = store_rows(toggle, env, key)
-    gate = tmp_path / "gate"
-    proc = start_slow(toggle, env, key, gate)
+    key, before, gate, proc = in_flight(toggle, env, tmp_path)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     gate.touch()  # a kill -9 can't end the guard (its own group): let it finish
@@ -265,10 +270,7 @@ def test_a_signal_that_ends_fire_ends_its_commands(
 ) -> None:
     """SIGTERM, SIGHUP and SIGINT to `smllm fire` while its guard runs: the guard's whole
     process group ends with it, nothing is written, and the session takes calls again."""
-    key = entered(toggle, env)
-    before = store_rows(toggle, env, key)
-    gate = tmp_path / "gate"
-    proc = start_slow(toggle, env, key, gate)
+    key, before, gate, proc = in_flight(toggle, env, tmp_path)
     # the guard's group: the one process group under smllm's whose leader runs the guard
     guards = [
         int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(int(pid)) == proc.pid
