@@ -21,7 +21,7 @@ HINTS: dict[str, str] = {
     "CFG-7": "fix the project config",
     "CFG-9": 'give text = "…" or file = "PATH"',
     "CFG-10": "give one of dir, url or url-env; namespace goes with url or url-env",
-    "CFG-11": "run smllm harness status to see each harness's parts",
+    "CFG-11": "use a harness and a part that the message lists",
     "CFG-12": "remove the second entry",
     "FMT-1": "fix the YAML at this line",
     "FMT-2": "keep one of them",
