@@ -59,7 +59,10 @@ def test_user_and_project_configs_combine(tmp_path: Path, env: dict[str, str]) -
     (project / ".smllm" / "config.toml").write_text("[machines\n")
     ran = smllm(["session", "show", key], tmp_path, env)
     assert "No state machines are configured." in ran.out
-    assert "(CFG-1)" in ran.err
+    assert ran.err == (
+        "note: p/.smllm/config.toml has errors, so machines in it aren't configured; "
+        "smllm validate tells why\n"
+    )
     # a project machine file with errors withdraws the user's machine of that id (CFG-8)
     (project / ".smllm" / "config.toml").write_text('[machines]\nfiles = ["shared.smllm.yaml"]\n')
     (project / ".smllm" / "shared.smllm.yaml").write_text("id: shared\ninitial: [\n")
@@ -167,3 +170,21 @@ def test_action_order_and_environment(tmp_path: Path, env: dict[str, str]) -> No
     ]
     action_env = (sc.folder / "action-env").read_text().splitlines()
     assert "SMLLM_FROM=S" in action_env and "SMLLM_TO=T" in action_env
+
+
+def test_a_cfg3_hides_no_cfg9(project: Path, env: dict[str, str]) -> None:
+    # validation.md §1, every finding at once: a missing machine file doesn't keep validate
+    # from checking the idle file of the same config (issue 8, defect 6)
+    (project / ".smllm" / "config.toml").write_text(
+        '[machines]\nfiles = ["dev.smllm.yaml", "a.smllm.yaml"]\n'
+        '[idle]\non-enter = { file = "idle.md" }\n'
+    )
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.err) == (1, "")
+    assert ran.out == (
+        ".smllm/config.toml:2:28: error: machines.files[1]: no machine file a.smllm.yaml "
+        "(CFG-3)\n  hint: paths are relative to the config file's folder\n"
+        ".smllm/config.toml:4:21: error: idle.on-enter.file: no prompt file idle.md (CFG-9)\n"
+        '  hint: give text = "…" or file = "PATH"\n'
+        "2 errors, 0 warnings, 0 info\n"
+    )

@@ -412,6 +412,22 @@ def test_bytes_and_bom() -> None:
     assert load_yaml("\ufeffa: 1").data == {"a": 1}
 
 
+def test_a_bom_shifts_no_column() -> None:
+    # issue 8 (10): a byte order mark is accepted (YAML 1.2 §5.2) and is no character of the
+    # document: positions are those of the same file without it (the not-UTF-8 position was
+    # 3 columns short, the BOM's 3 bytes)
+    bom = b"\xef\xbb\xbf"
+    for body, pos in (
+        (b"id: a\xff\n", Pos(1, 6)),
+        (b"id: a\nb: caf\xe9\n", Pos(2, 7)),
+        (b"id: a\x01\n", Pos(1, 6)),
+        (b'{id: "a", x: [,\n', Pos(1, 15)),
+    ):
+        assert _err(bom + body).pos == _err(body).pos == pos, body
+    doc = load_yaml(bom + b"id: a b c\nx: [1, 2]\n")
+    assert (doc.value_pos[("id",)], doc.key_pos[("x",)]) == (Pos(1, 5), Pos(2, 1))
+
+
 @pytest.mark.parametrize("char", ["\x00", "\x07", "\x1b", "\x7f", "\ud800", "\ufffe"])
 def test_control_characters(char: str) -> None:
     err = _err(f"a: 1\nb: x{char}\n")

@@ -50,7 +50,9 @@ def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
         if not os.path.isfile(path):
             continue
         cfg = read_config(path, "")
-        if cfg.idle is None or not cfg.ok:
+        # a config with other errors still gets these (validation.md §1: every finding at
+        # once); one that isn't TOML at all has no idle to check
+        if cfg.idle is None:
             continue
         at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
         problems = idle_problems(cfg.idle)

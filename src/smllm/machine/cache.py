@@ -9,10 +9,12 @@ through here and so never imports `yaml` or `jsonschema` on a warm cache.
 from __future__ import annotations
 
 import os
+import stat
 import time
 
 from .. import __version__
 from .config import Loaded, load_configs
+from .files import read_regular
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -27,12 +29,13 @@ CACHE_FORMAT = 6
 RACY_NS = 2_000_000_000
 
 try:  # the C unpickler alone: `pickle` itself costs ~2 ms of imports on every hook call
-    from _pickle import load as _pickle_load
+    from _pickle import loads as _pickle_loads
 except ImportError:  # pragma: no cover - Python builds without the accelerator
-    from pickle import load as _pickle_load
+    from pickle import loads as _pickle_loads
 
-#: (path, size, mtime, the bytes of a file changed close to the build, else False); a
-#: missing file is (path, None, None, False)
+#: (path, size, mtime, the bytes of a regular file changed close to the build, else False); a
+#: missing file is (path, None, None, False). Any path the load looked for is one, found or
+#: not: a file created later must invalidate the cache as surely as one edited.
 Signature = tuple[str, int | None, int | None, bytes | bool | None]
 
 
@@ -44,21 +47,21 @@ def cache_dir() -> str:
 def _signature(path: str, built_ns: int) -> Signature:
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):
         return (path, None, None, False)
     # a file changed this close to the build may change again within the mtime's resolution:
-    # keep its bytes, and compare them (not a checksum: no zlib on the hook path)
-    racy = _content(path) if st.st_mtime_ns >= built_ns - RACY_NS else False
+    # keep its bytes, and compare them (not a checksum: no zlib on the hook path). Only a
+    # regular file has bytes to keep: a FIFO, a socket, a device or a folder is never opened
+    # (opening a FIFO would block until a writer came).
+    racy: bytes | bool | None = False
+    if stat.S_ISREG(st.st_mode) and st.st_mtime_ns >= built_ns - RACY_NS:
+        racy = _content(path)
     return (path, st.st_size, st.st_mtime_ns, racy)
 
 
 def _content(path: str) -> bytes | None:
-    """The file's bytes, or None when it can't be read (a folder, say)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        return None
+    """The regular file's bytes, or None when it can't be read or isn't a regular file."""
+    return read_regular(path)[0]
 
 
 def _fnv1a(data: bytes) -> int:
@@ -74,7 +77,7 @@ def _fresh(signatures: list[Signature], built_ns: int) -> bool:
         path, size, mtime, racy = sig
         try:
             st = os.stat(path)
-        except OSError:
+        except (OSError, ValueError):
             if size is not None:
                 return False
             continue
@@ -101,8 +104,8 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     if memo is not None and memo[2].configs == configs and _fresh(memo[0], memo[1]):
         return memo[2]
     try:
-        with open(path, "rb") as f:
-            entry: dict[str, Any] = _pickle_load(f)
+        data = read_regular(path)[0]  # never blocks, even on a FIFO where the cache goes
+        entry: dict[str, Any] = _pickle_loads(data) if data is not None else {}
         if (
             entry.get("format") == CACHE_FORMAT
             and entry.get("smllm") == __version__

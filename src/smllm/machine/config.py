@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..record import Record
+from .files import MISSING, read_regular
 from .findings import Finding, Path_
 from .model import Machine
 
@@ -54,6 +55,7 @@ class ConfigFile(Record):
     store: StoreSpec
     without: dict[str, tuple[str, ...]]
     findings: tuple[Finding, ...]
+    listed: tuple[str, ...] = ()  # every `[machines] files` path, found or not (cache key)
 
     @property
     def ok(self) -> bool:
@@ -115,6 +117,7 @@ def find_configs(cwd: str, explicit: str | None) -> tuple[str, ...]:
     return tuple(found)
 
 
+_BOM = b"\xef\xbb\xbf"
 _TOML_POS = r"\(at line (\d+), column (\d+)\)$"  # tomllib's position, at a message's end
 
 
@@ -144,17 +147,20 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         finding = _bad("CFG-1", shown, message, line=line, col=col)
         return ConfigFile(path, (), None, default_store, {}, (finding,))
 
+    raw, problem = read_regular(path)  # never opens a FIFO or a device
+    if raw is None:
+        return unread(f"can't read the config: {'not found' if problem == MISSING else problem}")
+    bom = len(_BOM) if raw.startswith(_BOM) else 0
+    # a TOML file is a UTF-8 document, which may start with a byte order mark (toml-lang
+    # #437); tomllib refuses one, so it goes, and columns count from the character after it
+    raw = raw[bom:]
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
         text = raw.decode("utf-8")
         data = tomllib.loads(text)
-    except OSError as exc:
-        return unread(f"can't read the config: {exc.strerror}")
     except UnicodeDecodeError as exc:
         before = raw[: exc.start].decode("utf-8", "replace")
         at = (before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1)
-        return unread(f"not valid TOML: not UTF-8 (byte {exc.start})", *at)
+        return unread(f"not valid TOML: not UTF-8 (byte {bom + exc.start})", *at)
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         import re
@@ -218,8 +224,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
         )
         raw_files = []
     seen: set[str] = set()
+    listed: list[str] = []
     for index, entry in enumerate(raw_files):
         full = os.path.normpath(os.path.join(folder, entry))
+        listed.append(full)
         if full in seen:
             findings.append(
                 bad(
@@ -231,7 +239,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
             continue
         seen.add(full)
         if not os.path.isfile(full):
-            findings.append(bad("CFG-3", f"no machine file {entry}", ("machines", "files", index)))
+            finding = bad("CFG-3", f"no machine file {entry}", ("machines", "files", index))
+            if os.path.exists(full):  # a folder, FIFO, socket or device: never opened
+                finding = finding._replace(hint=_NOT_REGULAR_HINT)
+            findings.append(finding)
             continue
         files.append((full, entry))
 
@@ -344,7 +355,10 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                         )
                     )
             without[name] = tuple(str(p) for p in parts)
-    return ConfigFile(path, tuple(files), idle, store, without, tuple(findings))
+    return ConfigFile(path, tuple(files), idle, store, without, tuple(findings), tuple(listed))
+
+
+_NOT_REGULAR_HINT = "a machine file must be a regular file, not a folder, FIFO, socket or device"
 
 
 def config_finding(
@@ -384,6 +398,9 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
         findings.extend(cfg.findings)
         is_project = cfg is project
         if not cfg.ok:
+            # its machine files, found or not, are still part of the cache key: a missing one
+            # (CFG-3) created later must be seen without the config being touched
+            looked.extend(cfg.listed)
             # a config with an error adds no machines; a project config that isn't valid
             # TOML or has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)
             if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):

@@ -43,31 +43,13 @@ MAX_PROMPT_BYTES = 1 << 20
 
 
 def read_text(path: str) -> tuple[str | None, str | None]:
-    """(text, problem) of a prompt file; problem "missing" when it doesn't exist.
+    """(text, problem) of a prompt file; problem "missing" when it doesn't exist. Only a regular
+    file of at most MAX_PROMPT_BYTES is read (files.py: a FIFO or /dev/zero is refused)."""
+    from .files import read_regular
 
-    Only a regular file of at most MAX_PROMPT_BYTES is read: `/dev/zero` never ends and a FIFO
-    would block the hook that reads it (O_NONBLOCK opens a FIFO without waiting)."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except FileNotFoundError:
-        return None, "missing"
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
-    except ValueError:  # a NUL in the path: no file can have that name
-        return None, "missing"
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None, "not a regular file"
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_PROMPT_BYTES + 1)
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_PROMPT_BYTES:
-        return None, f"larger than {MAX_PROMPT_BYTES >> 20} MiB"
+    data, problem = read_regular(path, MAX_PROMPT_BYTES)
+    if data is None:
+        return None, problem
     try:
         return data.decode("utf-8"), None
     except UnicodeDecodeError:

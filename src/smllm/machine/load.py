@@ -42,17 +42,18 @@ class LoadResult(Record):
 
 def load_machine_file(path: str, shown: str) -> LoadResult:
     """Load the machine file at absolute `path`; findings name it `shown`."""
-    try:
-        with open(path, "rb") as f:
-            source = f.read()
-    except OSError as exc:
+    from .files import MISSING, read_regular
+
+    source, problem = read_regular(path)  # never opens a FIFO or a device
+    if source is None:
+        reason = "No such file or directory" if problem == MISSING else problem
         return LoadResult(
             None,
             [
                 Finding.make(
                     "FMT-1",
                     shown,
-                    f"can't read the file: {exc.strerror}",
+                    f"can't read the file: {reason}",
                     hint="check the path and that smllm may read it",
                 )
             ],
@@ -88,7 +89,7 @@ _TOP_ID = re.compile(r"""^id:[ \t]*["']?([A-Za-z0-9_-]+)["']?[ \t]*(?:#.*)?$""",
 def _top_id_line(source: bytes | str) -> str | None:
     """The `id:` line of a file that isn't valid YAML, for CFG-8."""
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    match = _TOP_ID.search(text)
+    match = _TOP_ID.search(text.removeprefix("\ufeff"))  # a byte order mark starts no line
     return match.group(1) if match else None
 
 

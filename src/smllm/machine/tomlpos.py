@@ -42,7 +42,10 @@ def _pos(text: str, offset: int) -> Pos:
 
 
 def toml_position(text: str, path: Path_, at_key: bool = False) -> Pos | None:
-    """1-based (line, column) of the key (`at_key`) or value at `path`, or None."""
+    """1-based (line, column) of the key (`at_key`) or value at `path`, or None. A leading
+    byte order mark is no character of the document: columns count from the one after it."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
     prefix: list[tuple[str, int]] = []  # the current table's keys, offsets within the file
     offset = 0
     wanted = list(path)

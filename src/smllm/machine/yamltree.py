@@ -251,10 +251,13 @@ def _convert(kind: str | None, value: str, pos: Pos) -> Any:
 def _decode(source: bytes | str) -> str:
     if isinstance(source, str):
         return source[1:] if source.startswith("\ufeff") else source
+    # YAML allows a byte order mark at the start; it is no character of the document, so it
+    # goes before decoding, and an error's offset then counts within the same bytes as `before`
+    body = source[3:] if source.startswith(b"\xef\xbb\xbf") else source
     try:
-        return source.decode("utf-8-sig")
+        return body.decode("utf-8")
     except UnicodeDecodeError as e:
-        before = source[: e.start].decode("utf-8-sig", "replace")
+        before = body[: e.start].decode("utf-8", "replace")
         raise YamlError(f"not UTF-8: {e.reason}", _pos_of_index(before, len(before))) from None
 
 

@@ -1,0 +1,134 @@
+"""The compiled-machine cache sees every path a load looked for, found or not
+(cli-and-harnesses.md §4; issue 8, defect 2): a machine file, a prompt file, an implied
+`enter-STATE.md` or a config created after the cache was built is picked up without the
+config being touched. Real `smllm` processes sharing one cache folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import smllm
+
+PROMPT = 'params: { text: "Write a plan for the issue in PLAN.md, then fire planned." }'
+ENTER = ["fire", "enter", "--param", "stateMachine=a", "--param", "issueId=GH-1"]
+
+
+def _config(project: Path, text: str) -> int:
+    """Write the project config; its mtime, to check later that nothing touched it."""
+    path = project / ".smllm" / "config.toml"
+    path.write_text(text)
+    return path.stat().st_mtime_ns
+
+
+def _untouched(project: Path, mtime: int) -> None:
+    assert (project / ".smllm" / "config.toml").stat().st_mtime_ns == mtime
+
+
+def test_a_machine_file_created_after_a_cfg3(project: Path, env: dict[str, str]) -> None:
+    mtime = _config(project, '[machines]\nfiles = ["dev.smllm.yaml", "a.smllm.yaml"]\n')
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.err) == (1, "")
+    assert ran.out == (
+        ".smllm/config.toml:2:28: error: machines.files[1]: no machine file a.smllm.yaml "
+        "(CFG-3)\n  hint: paths are relative to the config file's folder\n"
+        "1 error, 0 warnings, 0 info\n"
+    )
+    ran = smllm(ENTER, project, env)
+    assert ran.code == 1
+    dev = (project / ".smllm" / "dev.smllm.yaml").read_text()
+    (project / ".smllm" / "a.smllm.yaml").write_text(dev.replace("id: dev", "id: a"))
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.out, ran.err) == (0, "0 errors, 0 warnings, 0 info\n", "")
+    ran = smllm(ENTER, project, env)
+    assert (ran.code, ran.err) == (0, "")
+    assert "Write a plan for the issue in PLAN.md, then fire planned." in ran.out
+    # and gone again: the cache notices that as well
+    (project / ".smllm" / "a.smllm.yaml").unlink()
+    assert smllm(["validate"], project, env).code == 1
+    _untouched(project, mtime)
+
+
+def test_a_prompt_file_created_after_a_mch11(project: Path, env: dict[str, str]) -> None:
+    dev = (project / ".smllm" / "dev.smllm.yaml").read_text()
+    assert PROMPT in dev
+    (project / ".smllm" / "a.smllm.yaml").write_text(
+        dev.replace("id: dev", "id: a").replace(PROMPT, "params: { file: plan.md }")
+    )
+    mtime = _config(project, '[machines]\nfiles = ["a.smllm.yaml"]\n')
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.err) == (1, "")
+    assert ran.out == (
+        ".smllm/a.smllm.yaml:22:44: error: states.PLAN.entry.params.file: no prompt file "
+        "plan.md (MCH-11)\n  hint: paths are relative to the machine file's folder\n"
+        "1 error, 0 warnings, 0 info\n"
+    )
+    (project / ".smllm" / "plan.md").write_text("Plan it from the file.\n")
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.out, ran.err) == (0, "0 errors, 0 warnings, 0 info\n", "")
+    ran = smllm(ENTER, project, env)
+    assert (ran.code, ran.err) == (0, "")
+    assert "<instructions>\nPlan it from the file.\n</instructions>" in ran.out
+    _untouched(project, mtime)
+
+
+def test_an_enter_state_file_created_after_an_agt5(project: Path, env: dict[str, str]) -> None:
+    dev = (project / ".smllm" / "dev.smllm.yaml").read_text()
+    entry = f"    entry: {{ type: prompt, {PROMPT} }}\n"
+    assert entry in dev
+    (project / ".smllm" / "a.smllm.yaml").write_text(
+        dev.replace("id: dev", "id: a").replace(entry, "")
+    )
+    mtime = _config(project, '[machines]\nfiles = ["a.smllm.yaml"]\n')
+    ran = smllm(["validate", "--info"], project, env)
+    assert (ran.code, ran.err) == (0, "")
+    assert ran.out == (
+        ".smllm/a.smllm.yaml:20:3: info: states.PLAN: the agent gets no instructions in PLAN "
+        "(AGT-5)\n  hint: add a prompt action or enter-STATE.md\n"
+        "0 errors, 0 warnings, 1 info\n"
+    )
+    (project / ".smllm" / "enter-PLAN.md").write_text("Plan it from enter-PLAN.md.\n")
+    ran = smllm(["validate", "--info"], project, env)
+    assert (ran.code, ran.out, ran.err) == (0, "0 errors, 0 warnings, 0 info\n", "")
+    ran = smllm(ENTER, project, env)
+    assert (ran.code, ran.err) == (0, "")
+    assert "<instructions>\nPlan it from enter-PLAN.md.\n</instructions>" in ran.out
+    _untouched(project, mtime)
+
+
+def test_an_idle_file_created_after_a_cfg9(project: Path, env: dict[str, str]) -> None:
+    mtime = _config(
+        project, '[machines]\nfiles = ["dev.smllm.yaml"]\n[idle]\non-enter = { file = "idle.md" }\n'
+    )
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.err) == (1, "")
+    assert ran.out.startswith(".smllm/config.toml:4:21: error: idle.on-enter.file: no prompt ")
+    (project / ".smllm" / "idle.md").write_text("Pick a machine.\n")
+    ran = smllm(["validate"], project, env)
+    assert (ran.code, ran.out, ran.err) == (0, "0 errors, 0 warnings, 0 info\n", "")
+    ran = smllm(["session", "new"], project, env)
+    assert "<instructions>\nPick a machine.\n</instructions>" in ran.out
+    _untouched(project, mtime)
+
+
+def test_a_user_config_that_comes_and_goes(project: Path, env: dict[str, str]) -> None:
+    # the user config is found afresh on each call; a session's recorded configs are reloaded
+    # as they are now: one that vanished is skipped, and it counts again when it is back
+    user = Path(env["XDG_CONFIG_HOME"]) / "smllm"
+    user.mkdir(parents=True)
+    dev = (project / ".smllm" / "dev.smllm.yaml").read_text()
+    (user / "u.smllm.yaml").write_text(dev.replace("id: dev", "id: u"))
+    ran = smllm(["session", "new"], project, env)
+    assert "- dev:" in ran.out and "- u:" not in ran.out
+    (user / "config.toml").write_text('[machines]\nfiles = ["u.smllm.yaml"]\n')
+    ran = smllm(["session", "new", "--json"], project, env)
+    key = json.loads(ran.out)["session"]
+    ran = smllm(["session", "show", key], project, env)
+    assert "- u:" in ran.out and "- dev:" in ran.out
+    (user / "config.toml").rename(user / "config.off")
+    ran = smllm(["session", "show", key], project, env)
+    assert "- u:" not in ran.out and "- dev:" in ran.out
+    (user / "config.off").rename(user / "config.toml")
+    ran = smllm(["session", "show", key], project, env)
+    assert "- u:" in ran.out and "- dev:" in ran.out
