@@ -132,3 +132,26 @@ def test_a_user_config_that_comes_and_goes(project: Path, env: dict[str, str]) -
     (user / "config.off").rename(user / "config.toml")
     ran = smllm(["session", "show", key], project, env)
     assert "- u:" in ran.out and "- dev:" in ran.out
+
+
+def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, str]) -> None:
+    # format 7: caches written before it lack the missing machine files in their key, so one
+    # that is otherwise fresh must still be rebuilt
+    import pickle
+
+    from smllm.machine import cache
+
+    config = str(project / ".smllm" / "config.toml")
+    cache._MEMO.clear()
+    first = cache.load_cached((config,))
+    (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
+    entry = pickle.loads(path.read_bytes())
+    assert entry["format"] == cache.CACHE_FORMAT == 7
+    stale = first._replace(machines={})
+    path.write_bytes(pickle.dumps({**entry, "format": 6, "loaded": stale}))
+    cache._MEMO.clear()
+    assert list(cache.load_cached((config,)).machines) == ["dev"]
+    path.write_bytes(pickle.dumps({**entry, "loaded": stale}))  # the same, in format 7
+    cache._MEMO.clear()
+    assert cache.load_cached((config,)).machines == {}
+    cache._MEMO.clear()
