@@ -188,3 +188,29 @@ def test_a_cfg3_hides_no_cfg9(project: Path, env: dict[str, str]) -> None:
         '  hint: give text = "…" or file = "PATH"\n'
         "2 errors, 0 warnings, 0 info\n"
     )
+
+
+def test_a_cfg3_hides_no_finding_of_the_other_files(project: Path, env: dict[str, str]) -> None:
+    """A config with an error adds no machines, but validate still checks the listed files that
+    are there (validation.md §1); other commands name every file with errors in one note."""
+    smllm_dir = project / ".smllm"
+    (smllm_dir / "config.toml").write_text(
+        '[machines]\nfiles = ["missing.smllm.yaml", "dev.smllm.yaml"]\n'
+    )
+    dev = smllm_dir / "dev.smllm.yaml"
+    dev.write_text(dev.read_text().replace("initial: PLAN", "initial: PLAN\nbogus: 1"))
+    ran = smllm(["validate"], project, env)
+    assert ran.code == 1
+    assert ran.out.splitlines()[::2] == [
+        ".smllm/config.toml:2:10: error: machines.files[0]: no machine file missing.smllm.yaml "
+        "(CFG-3)",
+        ".smllm/dev.smllm.yaml:4:1: error: bogus: unknown key bogus (allowed: id, description, "
+        "initial, meta, states) (FMT-4)",
+        "2 errors, 0 warnings, 0 info",
+    ]
+    ran = smllm(["session", "new"], project, env)
+    assert "No state machines are configured." in ran.out
+    assert ran.err == (
+        "note: .smllm/config.toml, .smllm/dev.smllm.yaml have errors, so machines in them "
+        "aren't configured; smllm validate tells why\n"
+    )

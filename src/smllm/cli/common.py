@@ -111,7 +111,8 @@ def report_load_errors(loaded: Loaded) -> None:
 
     broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
     if broken:
+        verb, them = ("has", "it") if len(broken) == 1 else ("have", "them")
         sys.stderr.write(
-            f"note: {', '.join(broken)} {'has' if len(broken) == 1 else 'have'} errors, so "
-            "machines in it aren't configured; smllm validate tells why\n"
+            f"note: {', '.join(broken)} {verb} errors, so machines in {them} aren't "
+            "configured; smllm validate tells why\n"
         )

@@ -401,6 +401,12 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             # its machine files, found or not, are still part of the cache key: a missing one
             # (CFG-3) created later must be seen without the config being touched
             looked.extend(cfg.listed)
+            # every finding at once (validation.md §1): the listed files that are there are
+            # still checked, though a config with an error adds none of their machines
+            for full, _entry in cfg.machine_files:
+                checked = load_machine_file(full, shown_path(full, cwd))
+                findings.extend(checked.findings)
+                looked.extend(checked.reads)
             # a config with an error adds no machines; a project config that isn't valid
             # TOML or has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)
             if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):
