@@ -210,3 +210,27 @@ def test_fast_paths_are_taken() -> None:
         ["fire", "--host", "ci-passed", "--session", "sm-abc123"],
     ):
         assert _fast_args(argv) is not None, argv
+
+
+def test_new_write_keeps_a_config_bom(tmp_path: Path, env: dict[str, str]) -> None:
+    """A config that starts with a UTF-8 BOM (smllm reads it) is edited with the BOM kept."""
+    config = tmp_path / ".smllm" / "config.toml"
+    config.parent.mkdir()
+    config.write_bytes(b"\xef\xbb\xbf# mine\n[machines]\nfiles = []\n")
+    ran = smllm(["new", "review", "--write"], tmp_path, env)
+    assert ran.code == 0, ran.err
+    assert config.read_bytes() == b'\xef\xbb\xbf# mine\n[machines]\nfiles = ["review.smllm.yaml"]\n'
+    assert smllm(["validate"], tmp_path, env).code == 0
+
+
+def test_an_explicit_config_that_is_not_a_file(tmp_path: Path, env: dict[str, str]) -> None:
+    import os
+
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    for args in (["--config", str(fifo), "validate"], ["--config", str(tmp_path), "graph"]):
+        ran = smllm(args, tmp_path, env)
+        assert (ran.code, ran.out) == (2, ""), ran
+        assert ran.err == f"error: config file {args[1]} is not a regular file\n"
+    ran = smllm(["--config", str(tmp_path / "nope.toml"), "validate"], tmp_path, env)
+    assert ran.err == f"error: config file {tmp_path / 'nope.toml'} not found\n"

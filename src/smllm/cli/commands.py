@@ -188,10 +188,17 @@ def _add_machine_file(config: str, entry: str) -> str:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
+    from ..machine.files import read_regular
+
+    data, problem = read_regular(config)
+    if data is None:
+        raise Exit(1, f"can't edit {_shown(config)}: {problem}")
+    # a BOM is accepted in a config (as smllm reads it) but not by tomlkit: kept aside and
+    # written back, so the edit changes nothing but the list
+    bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
     try:
-        with open(config, encoding="utf-8") as f:
-            doc = tomlkit.parse(f.read())
-    except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
+        doc = tomlkit.parse(data.decode("utf-8")[len(bom) :])
+    except (UnicodeDecodeError, TOMLKitError) as exc:
         raise Exit(1, f"can't edit {_shown(config)}: {exc}") from None
     machines = doc.get("machines")
     if machines is None:
@@ -205,7 +212,7 @@ def _add_machine_file(config: str, entry: str) -> str:
         raise Exit(1, f"{_shown(config)}: machines.files must be a list")
     if entry not in files:
         files.append(entry)
-    return tomlkit.dumps(doc)
+    return bom + tomlkit.dumps(doc)
 
 
 # -- fire and sessions -------------------------------------------------------------------------

@@ -40,6 +40,8 @@ def config_option(args: Namespace) -> str | None:
     """`--config`, else a non-empty SMLLM_CONFIG; a missing explicit file is exit 2."""
     explicit = getattr(args, "config", None) or os.environ.get("SMLLM_CONFIG") or None
     if explicit and not os.path.isfile(explicit):
+        if os.path.exists(explicit):  # a folder, FIFO, socket or device: never opened
+            raise Exit(2, f"config file {explicit} is not a regular file")
         raise Exit(2, f"config file {explicit} not found")
     return explicit
 
