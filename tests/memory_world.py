@@ -51,7 +51,7 @@ from smllm.engine.recover import recovery
 from smllm.engine.reply import Reply
 from smllm.engine.view import StopOutcome, prompt_submitted, stop, view
 from smllm.errors import RefTaken, StoreConflict
-from smllm.machine.config import Loaded
+from smllm.machine.model import Loaded
 
 __all__ = ["DEV_MACHINE", "Fired", "MemoryReader", "World", "paused_order", "write_project"]
 

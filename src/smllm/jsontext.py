@@ -44,9 +44,7 @@ except ImportError:  # pragma: no cover - a Python without the C accelerator
     import json as _json_module
 
     def dumps(value: Any, separators: tuple[str, str] = (",", ":")) -> str:
-        return _json_module.dumps(
-            value, ensure_ascii=False, separators=separators, allow_nan=False
-        )
+        return _json_module.dumps(value, ensure_ascii=False, separators=separators, allow_nan=False)
 
     def loads(text: str) -> Any:
         return _json_module.loads(text)

@@ -19,7 +19,8 @@ from ..errors import (
     SessionBusy,
     StoreConflict,
 )
-from ..machine.config import Loaded, StoreSpec, find_configs
+from ..machine.config import find_configs
+from ..machine.model import Loaded, StoreSpec
 from ..record import Record
 from ..store.base import InstanceStore, SessionStore
 from .calllock import CallLock

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..engine.idle import kind_of
 from ..engine.records import Instance, Session
 from ..errors import CallError, NoConfig, NotFound, StoreError
-from ..machine.config import Loaded
+from ..machine.model import Loaded
 from ..text.listing import InstanceDetail, SessionLine
 from .stores import Stores
 

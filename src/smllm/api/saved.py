@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..engine.records import ACTIVE, COMPLETED, INTERRUPTED, PAUSED
-from ..machine.config import Loaded, StoreSpec
 from ..machine.findings import Finding
-from ..machine.model import Machine
+from ..machine.model import Loaded, Machine, StoreSpec
 from ..machine.regex import pattern_matches
 from ..store.base import SavedRow, StoreError
 from .stores import open_store

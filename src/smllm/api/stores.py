@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from ..engine.idle import sort_paused
 from ..engine.records import Instance
 from ..errors import StoreError
-from ..machine.config import Loaded, StoreSpec
+from ..machine.model import Loaded, StoreSpec
 from ..store.base import InstanceStore, SessionStore
 from ..store.sqlite import SqliteStore
 

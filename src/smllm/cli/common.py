@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from argparse import Namespace
     from typing import Any
 
-    from ..machine.config import Loaded
+    from ..machine.model import Loaded
 
 __all__ = [
     "Exit",

@@ -7,8 +7,7 @@ session) gets a new one from `with_new_session`, and passes it on.
 
 from __future__ import annotations
 
-from ..machine.config import Loaded
-from ..machine.model import Machine, State
+from ..machine.model import Loaded, Machine, State
 from ..record import Record
 from .call import Call, Outcome
 from .host import Host, Reader

@@ -14,8 +14,7 @@ instance whose saved state no longer exists (§7.3), or one whose machine isn't 
 from __future__ import annotations
 
 from ..errors import RefTaken, StoreConflict, StoreError
-from ..machine.config import Loaded
-from ..machine.model import Machine, State
+from ..machine.model import Loaded, Machine, State
 from . import builtins, enter
 from .call import Call, Outcome
 from .context import Ctx, begin, machine_header, new_run, refuse_idle, refuse_machine

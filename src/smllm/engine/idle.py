@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..machine.config import Loaded
+from ..machine.model import Loaded
 from .host import Host, Reader
 from .records import ACTIVE, INTERRUPTED, Instance, Place, Session
 from .reply import EventItem, EventsList, IdleList, InstanceLine, MachineLine, ParamLine

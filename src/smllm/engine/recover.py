@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..machine.config import Loaded
+from ..machine.model import Loaded
 from .idle import kind_of
 from .records import ACTIVE, INTERRUPTED, AuditRecord, Instance, Session, SessionWrite
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..machine.config import Loaded
+from ..machine.model import Loaded
 from ..record import Record
 from .host import Host, Reader
 from .idle import idle_prompt, idle_view, left_message

@@ -13,8 +13,9 @@ import stat
 import time
 
 from .. import __version__
-from .config import Loaded, load_configs
+from .config import load_configs
 from .files import read_regular
+from .model import Loaded
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

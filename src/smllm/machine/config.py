@@ -11,13 +11,10 @@ import os
 from ..record import Record
 from .files import MISSING, read_regular
 from .findings import Finding, Path_
-from .model import Machine
+from .model import IdlePrompt, Loaded, Machine, StoreSpec
 
 __all__ = [
     "ConfigFile",
-    "IdlePrompt",
-    "Loaded",
-    "StoreSpec",
     "find_configs",
     "load_configs",
     "read_config",
@@ -34,20 +31,6 @@ HARNESS_PARTS: dict[str, tuple[str, ...]] = {
 }
 
 
-class StoreSpec(Record):
-    """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
-
-    kind: str  # "dir" | "url" | "url-env"
-    value: str  # absolute folder, url, or variable name
-    namespace: str
-
-
-class IdlePrompt(Record):
-    text: str | None
-    file: str | None  # absolute
-    shown: str
-
-
 class ConfigFile(Record):
     path: str
     machine_files: tuple[tuple[str, str], ...]  # (absolute path, as written)
@@ -60,18 +43,6 @@ class ConfigFile(Record):
     @property
     def ok(self) -> bool:
         return not any(f.level == "error" for f in self.findings)
-
-
-class Loaded(Record):
-    """The machines of one set of configs, ready for the engine."""
-
-    configs: tuple[str, ...]
-    machines: dict[str, Machine]  # config order
-    stores: dict[str, StoreSpec]  # machine id → its config's store
-    config_stores: dict[str, StoreSpec]  # each config read → its store, machines or not
-    idle: IdlePrompt | None
-    findings: tuple[Finding, ...]
-    files: tuple[str, ...]  # every file read or looked for (cache key)
 
 
 def shown_path(path: str, cwd: str | None = None) -> str:

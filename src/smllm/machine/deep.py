@@ -13,8 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .config import IdlePrompt
     from .lint import Broken
+    from .model import IdlePrompt
 
     Add = Callable[..., None]
     Path_ = tuple[str | int, ...]

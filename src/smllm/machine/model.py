@@ -7,6 +7,7 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 from __future__ import annotations
 
 from ..record import Record
+from .findings import Finding
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -20,11 +21,14 @@ __all__ = [
     "Command",
     "EventDef",
     "Guard",
+    "IdlePrompt",
+    "Loaded",
     "Machine",
     "ParamSpec",
     "RefSpec",
     "Shared",
     "State",
+    "StoreSpec",
     "Transition",
 ]
 
@@ -156,3 +160,32 @@ class Machine(Record):
     def host_events(self) -> list[str]:
         seen = dict.fromkeys(e for s in self.states.values() for e in s.on)
         return [e for e in seen if self.source(e) == "host"]
+
+
+# -- what a load of configs hands the engine -------------------------------------------------
+
+
+class StoreSpec(Record):
+    """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
+
+    kind: str  # "dir" | "url" | "url-env"
+    value: str  # absolute folder, url, or variable name
+    namespace: str
+
+
+class IdlePrompt(Record):
+    text: str | None
+    file: str | None  # absolute
+    shown: str
+
+
+class Loaded(Record):
+    """The machines of one set of configs, ready for the engine."""
+
+    configs: tuple[str, ...]
+    machines: dict[str, Machine]  # config order
+    stores: dict[str, StoreSpec]  # machine id → its config's store
+    config_stores: dict[str, StoreSpec]  # each config read → its store, machines or not
+    idle: IdlePrompt | None
+    findings: tuple[Finding, ...]
+    files: tuple[str, ...]  # every file read or looked for (cache key)
