@@ -138,8 +138,8 @@ def populate(project: str, paused: int, completed: int, start: int) -> str:
     from smllm.api.stores import Stores, user_store
     from smllm.engine.records import COMPLETED, PAUSED, HistoryRecord, Instance
     from smllm.jsontext import dumps
-    from smllm.machine.cache import load_cached
-    from smllm.machine.config import find_configs
+    from smllm.machine.configs.cache import load_cached
+    from smllm.machine.configs.config import find_configs
 
     loaded = load_cached(find_configs(project, None))
     store: Any = Stores(loaded, user_store()).store_of("dev")

@@ -24,7 +24,7 @@ from smllm.engine.reply import Header, IdleList, MachineLine, Reply
 from smllm.engine.rules import check_params, state_events
 from smllm.engine.steps import entry_prompts
 from smllm.machine.findings import LEVELS, Finding
-from smllm.machine.load import LoadResult, load_machine_source
+from smllm.machine.loader.load import LoadResult, load_machine_source
 from smllm.machine.model import Command, Machine
 from smllm.machine.regex import pattern_matches
 from smllm.text.block import render

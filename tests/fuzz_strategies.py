@@ -13,7 +13,7 @@ from fuzz_property import SEEDS
 from hypothesis import assume, note
 from hypothesis import strategies as st
 
-from smllm.machine.yamltree import load_yaml
+from smllm.machine.sources.yamltree import load_yaml
 
 # -- vocabularies ------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from smllm.machine.load import normalise_prompt
+from smllm.machine.loader.load import normalise_prompt
 from smllm.machine.model import Action, Machine, Transition
 
 

@@ -19,7 +19,7 @@ from hypothesis import Phase
 from hypothesis import strategies as st
 
 import smllm.examples
-from smllm.machine.config import load_configs
+from smllm.machine.configs.config import load_configs
 from smllm.machine.model import Machine
 
 HERE = Path(__file__).resolve().parent

@@ -179,7 +179,7 @@ def test_deeply_nested_params_are_refused(project: Path, env: dict[str, str]) ->
 
 def test_a_json_param_given_as_text_nested_too_deeply() -> None:
     from smllm.engine.rules import check_params
-    from smllm.machine.params import read_params
+    from smllm.machine.loader.params import read_params
 
     specs, defs, problems = read_params({"properties": {"files": {"type": "array"}}})
     assert problems == []

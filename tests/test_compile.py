@@ -11,7 +11,7 @@ import pytest
 from conftest import MACHINES, ROOT, smllm
 from machine_meaning import meaning
 
-from smllm.machine.load import load_machine_file
+from smllm.machine.loader.load import load_machine_file
 from smllm.machine.model import Machine
 
 EXAMPLE = ROOT.parent / "src" / "smllm" / "examples" / "dev" / "dev.smllm.yaml"

@@ -214,3 +214,25 @@ def test_a_cfg3_hides_no_finding_of_the_other_files(project: Path, env: dict[str
         "note: .smllm/config.toml, .smllm/dev.smllm.yaml have errors, so machines in them "
         "aren't configured; smllm validate tells why\n"
     )
+
+
+def test_ids_that_differ_only_in_case_withdraw_the_later(
+    project: Path, env: dict[str, str]
+) -> None:
+    """CFG-5 is an error, and an error withdraws the machine it is found in (validation.md §1):
+    the second of `dev` and `Dev` is not configured, the first still is."""
+    smllm_dir = project / ".smllm"
+    other = (smllm_dir / "dev.smllm.yaml").read_text().replace("id: dev", "id: Dev")
+    (smllm_dir / "Dev2.smllm.yaml").write_text(other)
+    (smllm_dir / "config.toml").write_text(
+        '[machines]\nfiles = ["dev.smllm.yaml", "Dev2.smllm.yaml"]\n'
+    )
+    ran = smllm(["validate"], project, env)
+    assert ran.code == 1
+    assert ran.out.startswith(
+        ".smllm/Dev2.smllm.yaml:1:5: error: id: machine ids dev and Dev differ only in case "
+        "(CFG-5)\n"
+    )
+    ran = smllm(["graph", "--json"], project, env)
+    assert [m["id"] for m in json.loads(ran.out)["machines"]] == ["dev"]
+    assert ran.err.startswith("note: .smllm/Dev2.smllm.yaml has errors")

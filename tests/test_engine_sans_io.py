@@ -30,7 +30,7 @@ from smllm.engine.records import (
 )
 from smllm.engine.view import ALLOW, prompt_submitted, stop, view
 from smllm.errors import StoreConflict
-from smllm.machine.config import load_configs
+from smllm.machine.configs.config import load_configs
 from smllm.text.block import render
 
 HERE = Path(__file__).resolve().parent

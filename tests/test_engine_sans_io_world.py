@@ -24,7 +24,7 @@ from smllm.engine.idle import sort_paused
 from smllm.engine.records import HistoryRecord, Instance, InstanceWrite
 from smllm.engine.view import view
 from smllm.errors import RefTaken, StoreConflict
-from smllm.machine.config import load_configs
+from smllm.machine.configs.config import load_configs
 from smllm.text.block import render
 
 HERE = Path(__file__).resolve().parent
@@ -167,7 +167,7 @@ sys.modules["sqlite3"] = sys.modules["_sqlite3"] = None  # any import of them fa
 sys.path.insert(0, sys.argv[1])
 from memory_world import World
 from scripted_host import ScriptedHost
-from smllm.machine.config import load_configs
+from smllm.machine.configs.config import load_configs
 from smllm.text.block import render
 
 world = World(load_configs((sys.argv[2],)), ScriptedHost(seed=1), cwd=sys.argv[3])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from smllm.machine.load import load_machine_source
+from smllm.machine.loader.load import load_machine_source
 
 
 def findings(folder: Path, text: str) -> list[str]:

@@ -30,7 +30,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from smllm.api.saved import check_saved
-from smllm.machine.config import load_configs
+from smllm.machine.configs.config import load_configs
 from smllm.machine.findings import Finding
 
 HERE = Path(__file__).resolve().parent

@@ -138,9 +138,9 @@ def test_warm_session_show_imports_nothing_heavy(
     assert ran.code == 0, ran.err
     assert ran.out == warm.out  # the wrapper runs the real command
     assert "dev › PLAN" in ran.out
-    assert "smllm.machine.cache" in names
+    assert "smllm.machine.configs.cache" in names
     assert forbidden(names, baseline) == []
-    assert "smllm.machine.yamltree" not in names
+    assert "smllm.machine.sources.yamltree" not in names
     assert slow(["session", "show", key], project, env, tmp_path) == []
 
 

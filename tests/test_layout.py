@@ -50,6 +50,29 @@ def test_imports_flow_one_way() -> None:
                     assert target in ALLOWED[folder], f"{path}: {folder} imports {target}"
 
 
+#: machine/'s rooms, in the order they may import each other (machine/__init__.py says why)
+MACHINE_ROOMS = ["findings", "regex", "model", "sources", "checks", "loader", "configs", "normal"]
+
+
+def test_machine_rooms_import_one_way() -> None:
+    machine = SRC / "machine"
+    rank = {room: i for i, room in enumerate(MACHINE_ROOMS)}
+    for path in machine.rglob("*.py"):
+        parts = path.relative_to(machine).parts
+        room = parts[0] if len(parts) > 1 else parts[0][:-3]
+        if room == "__init__":
+            continue
+        package = ["smllm", "machine", *parts[:-1]]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level):
+                continue
+            target = package[: len(package) - (node.level - 1)]
+            target += node.module.split(".") if node.module else []
+            if target[:2] != ["smllm", "machine"] or len(target) < 3 or target[2] == room:
+                continue
+            assert rank[target[2]] < rank[room], f"{path}: {room} imports {target[2]}"
+
+
 def test_files_stay_small() -> None:
     tests = Path(__file__).resolve().parent
     for path in (*SRC.rglob("*.py"), *tests.glob("*.py")):

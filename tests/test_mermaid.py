@@ -222,6 +222,10 @@ def tricky_results(tmp_path_factory: pytest.TempPathFactory) -> Checked:
     }
     env.pop("SMLLM_CONFIG", None)
     ids = [re.sub(r"[^A-Za-z0-9_-]", "_", case) for case in TRICKY]  # the case, as a machine id
+    # ids that differ only in case are an error (CFG-5): the later one gets a suffix
+    ids = [
+        f"{mid}_{n}" if mid.lower() in map(str.lower, ids[:n]) else mid for n, mid in enumerate(ids)
+    ]
     for n, (mid, spec) in enumerate(zip(ids, TRICKY.values(), strict=True)):
         write_machine(base, f"case{n}", tricky_yaml(mid, **spec))
     pairs = graphs(base, env, one_by_one=False)

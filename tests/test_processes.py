@@ -211,7 +211,7 @@ def test_works_without_pidfd(monkeypatch: pytest.MonkeyPatch, pidfile: Path) -> 
 )
 def test_param_environment_names(param: str, env: str) -> None:
     # machine-format.md §4; env_name uses str methods, not re: it runs on the hook path
-    from smllm.machine.params import env_name
+    from smllm.machine.loader.params import env_name
 
     assert env_name(param) == env
 
@@ -221,7 +221,7 @@ def test_param_environment_names(param: str, env: str) -> None:
 def test_param_environment_names_match_the_regex_rule(param: str) -> None:
     import re
 
-    from smllm.machine.params import env_name
+    from smllm.machine.loader.params import env_name
 
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", param)
     assert env_name(param) == re.sub(r"[^A-Z0-9_]", "_", spaced.upper())

@@ -9,7 +9,7 @@ from typing import Any
 from conftest import MACHINES, smllm
 from jsonschema import Draft202012Validator
 
-from smllm.machine.yamltree import load_yaml
+from smllm.machine.sources.yamltree import load_yaml
 
 EXAMPLE = Path(__file__).parent.parent / "src" / "smllm" / "examples" / "dev" / "dev.smllm.yaml"
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from conftest import smllm, write_machine
 
-from smllm.machine.load import load_machine_source
+from smllm.machine.loader.load import load_machine_source
+from smllm.machine.loader.params import json_param_errors
 from smllm.machine.model import ParamSpec
-from smllm.machine.params import json_param_errors
 
 
 def errors(schema: dict[str, Any], value: Any) -> list[str]:

@@ -162,7 +162,7 @@ def test_the_cache_never_opens_what_isnt_a_regular_file(tmp_path: Path) -> None:
     # doesn't open it (both would block); run in a thread, so a regression fails, not hangs
     import threading
 
-    from smllm.machine import cache
+    from smllm.machine.configs import cache
 
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from smllm.api.app import App
 from smllm.api.stores import open_store, user_store
-from smllm.machine.cache import load_cached
-from smllm.machine.config import find_configs
+from smllm.machine.configs.cache import load_cached
+from smllm.machine.configs.config import find_configs
 from smllm.store.sqlite import SqliteStore
 
 # PRAGMA synchronous's numbers

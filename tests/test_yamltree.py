@@ -1,4 +1,4 @@
-"""Tests for smllm.machine.yamltree: YAML 1.2 core loading with positions."""
+"""Tests for smllm.machine.sources.yamltree: YAML 1.2 core loading with positions."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from smllm.machine import yamltree
-from smllm.machine.yamltree import Duplicate, Pos, YamlDoc, YamlError, load_yaml
+from smllm.machine.sources import yamltree
+from smllm.machine.sources.yamltree import Duplicate, Pos, YamlDoc, YamlError, load_yaml
 
 Loader = Callable[[str], YamlDoc]
 
@@ -476,7 +476,7 @@ def test_deep_but_fine(load: Loader) -> None:
 def test_yaml_imported_lazily() -> None:
     code = (
         "import sys, smllm.machine; before = 'yaml' in sys.modules\n"
-        "import smllm.machine.yamltree\n"
+        "import smllm.machine.sources.yamltree\n"
         "assert before or 'yaml' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

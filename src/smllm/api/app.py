@@ -19,7 +19,7 @@ from ..errors import (
     SessionBusy,
     StoreConflict,
 )
-from ..machine.config import find_configs
+from ..machine.configs.config import find_configs
 from ..machine.model import Loaded, StoreSpec
 from ..record import Record
 from ..store.base import InstanceStore, SessionStore
@@ -98,7 +98,7 @@ class App:
         return find_configs(self.cwd, self.config)
 
     def load(self, configs: tuple[str, ...]) -> Loaded:
-        from ..machine.cache import load_cached
+        from ..machine.configs.cache import load_cached
 
         return load_cached(configs)
 

@@ -52,7 +52,7 @@ def check_saved(loaded: Loaded) -> list[Finding]:
 
 def _top_id(file: str) -> str | None:
     """The `id` a machine file with errors declares, as CFG-8 reads it."""
-    from ..machine.load import load_machine_file
+    from ..machine.loader.load import load_machine_file
 
     return load_machine_file(file, file).top_id
 

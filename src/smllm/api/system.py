@@ -51,7 +51,7 @@ class SystemHost:
         return CommandResult(result.ok, result.detail)
 
     def read_prompt(self, path: str) -> str | None:
-        from ..machine.deep import read_text
+        from ..machine.checks.deep import read_text
 
         text, problem = read_text(path)
         if problem == "missing":

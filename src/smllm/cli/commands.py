@@ -39,7 +39,7 @@ def _out(text: str) -> None:
 
 
 def _shown(path: str) -> str:
-    from ..machine.config import shown_path
+    from ..machine.configs.config import shown_path
 
     return shown_path(path)
 
@@ -68,7 +68,7 @@ def _call_error(exc: CallError, as_json: bool) -> int:
 
 
 def init(args: Namespace) -> int:
-    from ..machine.config import user_config_path
+    from ..machine.configs.config import user_config_path
 
     path = user_config_path() if args.user else os.path.join(os.getcwd(), ".smllm", "config.toml")
     created = not os.path.exists(path)
@@ -114,8 +114,8 @@ states:
 
 
 def new(args: Namespace) -> int:
+    from ..machine.loader.schema import NAME_PATTERNS
     from ..machine.regex import pattern_matches
-    from ..machine.schema import NAME_PATTERNS
 
     if not pattern_matches(NAME_PATTERNS["machine"], args.id):
         raise Exit(2, f"machine name {args.id} must match {NAME_PATTERNS['machine']}")
@@ -130,7 +130,7 @@ def new(args: Namespace) -> int:
     if explicit:
         config = os.path.abspath(explicit)
     else:
-        from ..machine.config import find_configs, user_config_path
+        from ..machine.configs.config import find_configs, user_config_path
 
         found = [
             c for c in find_configs(os.getcwd(), None) if c != os.path.realpath(user_config_path())
@@ -172,8 +172,8 @@ def new(args: Namespace) -> int:
 def _refuse_a_taken_id(machine_id: str, explicit: str | None) -> None:
     """Exit 1 when a machine configured here already has the id, even in another case (CFG-4,
     CFG-5): a second one would withdraw both."""
-    from ..machine.cache import load_cached
-    from ..machine.config import find_configs
+    from ..machine.configs.cache import load_cached
+    from ..machine.configs.config import find_configs
 
     configs = find_configs(os.getcwd(), explicit)
     for taken, machine in load_cached(configs).machines.items():
@@ -188,7 +188,7 @@ def _add_machine_file(config: str, entry: str) -> str:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
-    from ..machine.files import read_regular
+    from ..machine.sources.files import read_regular
 
     data, problem = read_regular(config)
     if data is None:
@@ -401,7 +401,7 @@ def info(args: Namespace) -> int:
 def _schema_text() -> str:
     import json
 
-    from ..machine.schema import machine_schema
+    from ..machine.loader.schema import machine_schema
 
     return json.dumps(machine_schema(), indent=2, ensure_ascii=False) + "\n"
 

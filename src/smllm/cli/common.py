@@ -109,7 +109,7 @@ def fail(code: int, message: str | None) -> int:
 def report_load_errors(loaded: Loaded) -> None:
     """Machine files or configs that didn't load: one line saying so (their findings are
     `smllm validate`'s to print, validation.md §1)."""
-    from ..machine.config import shown_path
+    from ..machine.configs.config import shown_path
 
     broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
     if broken:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..machine.config import shown_path
+from ..machine.configs.config import shown_path
 from .common import Exit, write_atomically
 from .validate import finding_lines
 
@@ -21,7 +21,7 @@ __all__ = ["compile_machine"]
 
 
 def compile_machine(args: Namespace) -> int:
-    from ..machine.load import load_machine_file
+    from ..machine.loader.load import load_machine_file
     from ..machine.normal import NormalFormError, dump_normal, normal_form
 
     path = os.path.abspath(args.file)

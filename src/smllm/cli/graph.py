@@ -158,8 +158,8 @@ def _json(m: Machine) -> dict[str, Any]:
 def graph(args: Namespace) -> int:
     import os
 
-    from ..machine.cache import load_cached
-    from ..machine.config import find_configs
+    from ..machine.configs.cache import load_cached
+    from ..machine.configs.config import find_configs
     from .common import config_option
 
     configs = find_configs(os.getcwd(), config_option(args))
@@ -170,7 +170,7 @@ def graph(args: Namespace) -> int:
     if args.id is not None:
         machines = [m for m in machines if m.id == args.id]
         if not machines:
-            from ..machine.config import shown_path
+            from ..machine.configs.config import shown_path
 
             broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
             why = f" (with errors: {', '.join(broken)}; see smllm validate)" if broken else ""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..machine.config import shown_path
+from ..machine.configs.config import shown_path
 from ..machine.findings import Finding
 from .common import Exit, config_option, emit_json
 
@@ -42,8 +42,8 @@ def finding_lines(findings: list[Finding], info: bool) -> list[str]:
 
 def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
     """The validate-only checks of each config's `[idle] on-enter` (CFG-9, AGT-1)."""
-    from ..machine.config import config_finding, read_config
-    from ..machine.deep import idle_problems
+    from ..machine.checks.deep import idle_problems
+    from ..machine.configs.config import config_finding, read_config
 
     out: list[Finding] = []
     for path in configs:
@@ -65,8 +65,8 @@ def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
 
 def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
     """(files in load order, their findings) of the PATHs, or of the configs found."""
-    from ..machine.cache import load_cached
-    from ..machine.config import find_configs
+    from ..machine.configs.cache import load_cached
+    from ..machine.configs.config import find_configs
 
     configs: list[str] = []
     machines: list[str] = []
@@ -92,7 +92,7 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
         from ..api.saved import check_saved
 
         findings += check_saved(loaded)
-    from ..machine.load import load_machine_file
+    from ..machine.loader.load import load_machine_file
 
     for path in machines:
         files.append(path)

@@ -188,7 +188,7 @@ def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
     idle = loaded.idle
     if idle is None:
         return None, None
-    from ..machine.actions import normalise_prompt
+    from ..machine.loader.actions import normalise_prompt
     from ..machine.model import Action
     from .steps import prompt_text
 

@@ -318,7 +318,7 @@ def check_params(
 def _schema_problem(
     where: str, spec: ParamSpec, defs: dict[str, Any] | None, value: Any
 ) -> str | None:
-    from ..machine.params import json_param_errors
+    from ..machine.loader.params import json_param_errors
 
     sentences, more = json_param_errors(spec, defs, value)
     if not sentences:

@@ -31,7 +31,7 @@ def prompt_text(host: Host, action: Action) -> tuple[str | None, str | None]:
         return None, f"Prompt failed: {action.file_shown}: {exc.reason}"
     if text is None:
         return None, None if action.optional else f"Prompt failed: {action.file_shown}: not found"
-    from ..machine.actions import normalise_prompt
+    from ..machine.loader.actions import normalise_prompt
 
     return normalise_prompt(text), None
 
@@ -125,7 +125,7 @@ class Run:
         }
         if actions is not None:
             env["SMLLM_FROM"], env["SMLLM_TO"] = actions
-        from ..machine.params import env_name  # only a command's environment needs it
+        from ..machine.loader.params import env_name  # only a command's environment needs it
 
         for name, value in self.params.items():
             env["SMLLM_PARAM_" + env_name(name)] = (

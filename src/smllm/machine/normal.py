@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from .actions import normalise_prompt
+from .loader.actions import normalise_prompt
 from .model import BUILTIN_EVENTS, DEFAULT_TIMEOUT_SECS
 
 __all__ = ["NormalFormError", "dump_normal", "normal_form"]
@@ -210,7 +210,7 @@ class _Normaliser:
 
     @staticmethod
     def read(path: str, missing_ok: bool = False) -> str | None:
-        from .deep import read_text
+        from .checks.deep import read_text
 
         text, problem = read_text(path)  # bytes decoded: a lone CR stays, as the engine reads it
         if problem == "missing" and missing_ok:

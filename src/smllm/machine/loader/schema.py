@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .model import MAX_TIMEOUT_SECS
+from ..model import MAX_TIMEOUT_SECS
 
 __all__ = ["NAME_PATTERNS", "SCHEMA_ID", "UNSUPPORTED", "machine_schema"]
 

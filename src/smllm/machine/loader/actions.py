@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from .model import DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, Action, Command, Guard
+from ..model import DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS, Action, Command, Guard
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ import os
 import stat
 import time
 
-from .. import __version__
+from ... import __version__
+from ..model import Loaded
+from ..sources.files import read_regular
 from .config import load_configs
-from .files import read_regular
-from .model import Loaded
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records or the checks change, so old caches are ignored (a cache
 #: also names the smllm version that wrote it: an upgrade never reads an older one)
-CACHE_FORMAT = 8
+CACHE_FORMAT = 9
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 

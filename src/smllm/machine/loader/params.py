@@ -6,8 +6,8 @@ checked: the hook path never loads it.
 
 from __future__ import annotations
 
-from ..record import Record
-from .model import ParamSpec
+from ...record import Record
+from ..model import ParamSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
 
 
 def _check_pattern(pattern: str, path: tuple[str | int, ...], out: list[Problem]) -> None:
-    from .regex import PatternError, compile_pattern
+    from ..regex import PatternError, compile_pattern
 
     try:
         compile_pattern(pattern)
@@ -370,7 +370,7 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
             problems.append(
                 Problem(("required", index), "EVT-3", f"required param {name} isn't declared")
             )
-    from .regex import pattern_matches
+    from ..regex import pattern_matches
     from .schema import NAME_PATTERNS
 
     specs: list[ParamSpec] = []
@@ -483,7 +483,7 @@ def schema_message(error: Any) -> str:
 def _validator_for(schema: dict[str, Any]) -> Any:
     from jsonschema import Draft202012Validator, validators
 
-    from .regex import pattern_matches
+    from ..regex import pattern_matches
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Any:
         if isinstance(instance, str) and not pattern_matches(patrn, instance):

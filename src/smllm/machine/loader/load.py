@@ -10,10 +10,9 @@ import os
 import re
 from typing import Any
 
-from ..record import Record
-from .actions import ActionReader, normalise_prompt
-from .findings import Finding
-from .model import (
+from ...record import Record
+from ..findings import Finding
+from ..model import (
     BUILTIN_EVENTS,
     Action,
     EventDef,
@@ -24,6 +23,7 @@ from .model import (
     State,
     Transition,
 )
+from .actions import ActionReader, normalise_prompt
 from .params import env_name, read_params, ref_param_spec
 
 __all__ = ["LoadResult", "load_machine_file", "load_machine_source", "normalise_prompt"]
@@ -42,7 +42,7 @@ class LoadResult(Record):
 
 def load_machine_file(path: str, shown: str) -> LoadResult:
     """Load the machine file at absolute `path`; findings name it `shown`."""
-    from .files import MISSING, read_regular
+    from ..sources.files import MISSING, read_regular
 
     source, problem = read_regular(path)  # never opens a FIFO or a device
     if source is None:
@@ -63,7 +63,7 @@ def load_machine_file(path: str, shown: str) -> LoadResult:
 
 
 def load_machine_source(source: bytes | str, path: str, shown: str) -> LoadResult:
-    from .yamltree import YamlError, load_yaml
+    from ..sources.yamltree import YamlError, load_yaml
 
     try:
         doc = load_yaml(source)
@@ -207,7 +207,7 @@ class _Builder(ActionReader):
                 ("states", fallbacks[0], "meta", "fallback"),
                 "the fallback state can't be final",
             )
-        from .lint import always_loops
+        from ..checks.lint import always_loops
 
         for start, loop in always_loops(states):
             self.add(
@@ -225,8 +225,8 @@ class _Builder(ActionReader):
             file=self.path,
             fallback=fallbacks[0] if fallbacks else None,
         )
-        from .deep import check_files
-        from .lint import Broken, lint
+        from ..checks.deep import check_files
+        from ..checks.lint import Broken, lint
 
         # every finding at once (validation.md §1): the warnings run on a machine with errors
         # too, each skipping the parts an error touches (see Broken), so that a broken part
@@ -237,7 +237,7 @@ class _Builder(ActionReader):
         return None if self.errors() else machine
 
     def check_pattern(self, pattern: str, path: Path_) -> None:
-        from .regex import PatternError, compile_pattern
+        from ..regex import PatternError, compile_pattern
 
         try:
             compile_pattern(pattern)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
-from ..record import Record
-from .files import MISSING, read_regular
-from .findings import Finding, Path_
-from .model import IdlePrompt, Loaded, Machine, StoreSpec
+from ...record import Record
+from ..findings import Finding, Path_
+from ..model import IdlePrompt, Loaded, Machine, StoreSpec
+from ..sources.files import MISSING, read_regular
 
 __all__ = [
     "ConfigFile",
@@ -339,7 +339,7 @@ def config_finding(
     column: the key (`at_key`, for unknown keys) or the value."""
     line = col = None
     if at:
-        from .tomlpos import toml_position
+        from ..sources.tomlpos import toml_position
 
         # the node, or else the nearest one above it that the source writes out
         probe = at
@@ -353,7 +353,7 @@ def config_finding(
 
 def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     """Read and combine `configs` (user first, project last) and load their machines."""
-    from .load import load_machine_file
+    from ..loader.load import load_machine_file
 
     machines: dict[str, Machine] = {}
     stores: dict[str, StoreSpec] = {}
@@ -457,6 +457,10 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
                     *owner_at[mid],
                 )
             )
+            # an error withdraws the machine it is found in (validation.md §1): the later one
+            del machines[mid]
+            stores.pop(mid, None)
+            continue
         lowered[low] = mid
     config_stores = {cfg.path: cfg.store for cfg in read}
     looked.extend(p for p in configs if not os.path.isfile(p))  # missing, for the cache key

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .model import BUILTIN_EVENTS, Machine, State
+from ..model import BUILTIN_EVENTS, Machine, State
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

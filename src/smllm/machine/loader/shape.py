@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..record import Record
-from .regex import pattern_matches
+from ...record import Record
+from ..regex import pattern_matches
 from .schema import UNSUPPORTED
 
 __all__ = ["ShapeIssue", "check_shape", "non_finite", "without_nulls"]
