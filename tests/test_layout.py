@@ -11,7 +11,7 @@ from pathlib import Path
 import smllm
 
 SRC = Path(smllm.__file__).parent
-#: what each folder may import from smllm (besides itself and the shared `record`)
+#: what each folder may import from smllm (besides itself and the shared `recordclass`, `errors`, `jsontext`)
 ALLOWED = {
     "machine": set(),
     "engine": {"machine"},

@@ -21,7 +21,7 @@ from ..errors import (
 )
 from ..machine.configs.config import find_configs
 from ..machine.model import Loaded, StoreSpec
-from ..record import Record
+from ..recordclass import Record
 from ..store.base import InstanceStore, SessionStore
 from .calllock import CallLock
 from .stores import Stores, state_home, user_store

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..record import Record
+from ..recordclass import Record
 from .records import AuditRecord, InstanceWrite, Session, SessionWrite
 from .reply import Reply
 

@@ -8,7 +8,7 @@ session) gets a new one from `with_new_session`, and passes it on.
 from __future__ import annotations
 
 from ..machine.model import Loaded, Machine, State
-from ..record import Record
+from ..recordclass import Record
 from .call import Call, Outcome
 from .host import Host, Reader
 from .idle import idle_view

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..machine.model import Command
-from ..record import Record
+from ..recordclass import Record
 from .records import Instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

@@ -7,7 +7,7 @@ ISO-8601 strings with microseconds (`2026-12-02T14:44:41.123456Z`): they sort as
 from __future__ import annotations
 
 from ..errors import StoreConflict
-from ..record import Record
+from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ The engine decides every part and its content; it never formats a block or escap
 
 from __future__ import annotations
 
-from ..record import Record
+from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..machine.model import Loaded
-from ..record import Record
+from ..recordclass import Record
 from .host import Host, Reader
 from .idle import idle_prompt, idle_view, left_message
 from .records import AuditRecord, Instance, Session, SessionWrite, iso

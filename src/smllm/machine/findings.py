@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..record import Record
+from ..recordclass import Record
 
 __all__ = ["HINTS", "Finding", "format_path", "one_line"]
 

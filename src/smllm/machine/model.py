@@ -6,7 +6,7 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 
 from __future__ import annotations
 
-from ..record import Record
+from ..recordclass import Record
 from .findings import Finding
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

@@ -20,7 +20,7 @@ from ..engine.records import (
 )
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import loads as _json_loads
-from ..record import Record
+from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..engine.records import AuditRecord, HistoryRecord, Instance, Session, minute
-from ..record import Record
+from ..recordclass import Record
 from .block import escape
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from ...record import Record
+from ...recordclass import Record
 from ..findings import Finding, Path_
 from ..model import IdlePrompt, Loaded, Machine, StoreSpec
 from ..sources.files import MISSING, read_regular

@@ -10,7 +10,7 @@ import os
 import re
 from typing import Any
 
-from ...record import Record
+from ...recordclass import Record
 from ..findings import Finding
 from ..model import (
     BUILTIN_EVENTS,

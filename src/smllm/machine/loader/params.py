@@ -6,7 +6,7 @@ checked: the hook path never loads it.
 
 from __future__ import annotations
 
-from ...record import Record
+from ...recordclass import Record
 from ..model import ParamSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...record import Record
+from ...recordclass import Record
 from ..regex import pattern_matches
 from .schema import UNSUPPORTED
 
