@@ -29,7 +29,7 @@ from fuzz_property import check_wording, fuzz_settings, line_count, time_limit
 from hypothesis import given
 from hypothesis import strategies as st
 
-from smllm.api.saved import check_saved
+from smllm.api.saved_checks import check_saved
 from smllm.machine.configs.config import load_configs
 from smllm.machine.findings import Finding
 

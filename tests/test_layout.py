@@ -11,7 +11,8 @@ from pathlib import Path
 import smllm
 
 SRC = Path(smllm.__file__).parent
-#: what each folder may import from smllm (besides itself and the shared `recordclass`, `errors`, `jsontext`)
+#: what each folder may import from smllm (besides itself and the shared top-level modules:
+#: `recordclass`, `errors`, `jsontext`)
 ALLOWED = {
     "machine": set(),
     "engine": {"machine"},

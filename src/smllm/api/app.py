@@ -130,24 +130,24 @@ class App:
             raise SessionBusy(key)
         return lock
 
-    def _recovered(self, loaded: Loaded, s: Session, stores: Stores, write: bool) -> Session:
-        """`s`, holding again the instance it holds by the instance records (the truth) when
+    def _recovered(self, loaded: Loaded, session: Session, stores: Stores, write: bool) -> Session:
+        """`session`, holding again the instance it holds by the instance records (the truth) when
         a crash cut a call off between its instance and its session commits. A view only
         shows it; a call writes it first (under the call lock)."""
         from ..engine.recover import recovery
 
-        if s.holding is not None:
-            return s
-        found = recovery(loaded, s, stores.held_by(s.key), lambda: iso(self.host.now()))
+        if session.holding is not None:
+            return session
+        found = recovery(loaded, session, stores.held_by(session.key), lambda: iso(self.host.now()))
         if found is None:
-            return s
+            return session
         sw, audit = found
         if not write:
             return sw.session
         try:
             return self.user.commit_session(sw, audit)
         except StoreConflict:
-            return self.session(s.key)
+            return self.session(session.key)
 
     def fire(
         self,

@@ -29,18 +29,18 @@ __all__ = [
 ]
 
 
-def session_line(app: App, s: Session) -> SessionLine:
-    if s.holding is None and s.interrupted is None:
-        return SessionLine(s, None, None, None, None)
+def session_line(app: App, session: Session) -> SessionLine:
+    if session.holding is None and session.interrupted is None:
+        return SessionLine(session, None, None, None, None)
     try:
-        loaded = app.load(s.configs)
+        loaded = app.load(session.configs)
         stores = Stores(loaded, app.user, app.opened)
-        held = stores.instance(*s.holding) if s.holding else None
-        slot = stores.instance(*s.interrupted) if s.interrupted else None
+        held = stores.instance(*session.holding) if session.holding else None
+        slot = stores.instance(*session.interrupted) if session.interrupted else None
     except StoreError as exc:
-        return SessionLine(s, None, None, None, str(exc))
+        return SessionLine(session, None, None, None, str(exc))
     kind = kind_of(loaded, held.machine) if held is not None else None
-    return SessionLine(s, held, slot, kind, None)
+    return SessionLine(session, held, slot, kind, None)
 
 
 def session_lines(app: App) -> list[SessionLine]:

@@ -18,58 +18,58 @@ if TYPE_CHECKING:
 __all__ = ["edges", "graph"]
 
 
-def _guard(g: Guard | None) -> str | None:
-    if g is None:
+def _guard(spec: Guard | None) -> str | None:
+    if spec is None:
         return None
-    if g.kind == "visits":
-        return f"visits {g.state} ≥ {g.at_least}"
-    assert g.command is not None
-    run = g.command.run
+    if spec.kind == "visits":
+        return f"visits {spec.state} ≥ {spec.at_least}"
+    assert spec.command is not None
+    run = spec.command.run
     return f"command `{run}`" if isinstance(run, str) else f"command [{', '.join(run)}]"
 
 
-def edges(m: Machine) -> list[tuple[str, str, Transition]]:
+def edges(machine: Machine) -> list[tuple[str, str, Transition]]:
     """(source state, event, candidate) for every candidate, `always` named as its event."""
     out: list[tuple[str, str, Transition]] = []
-    for name, state in m.states.items():
+    for name, state in machine.states.items():
         for event, candidates in state.on.items():
-            out.extend((name, event, t) for t in candidates)
-        out.extend((name, "always", t) for t in state.always)
+            out.extend((name, event, transition) for transition in candidates)
+        out.extend((name, "always", transition) for transition in state.always)
     return out
 
 
-def _tags(m: Machine, name: str) -> list[str]:
-    s = m.states[name]
-    tags = ["initial"] if name == m.initial else []
+def _tags(machine: Machine, name: str) -> list[str]:
+    s = machine.states[name]
+    tags = ["initial"] if name == machine.initial else []
     tags += ["entry point"] * s.entry_point + ["fallback"] * s.fallback + ["final"] * s.final
     return tags
 
 
-def _marks(m: Machine, event: str, t: Transition) -> str:
+def _marks(machine: Machine, event: str, transition: Transition) -> str:
     """` (reenter)`, ` (setRef)`, ` (host)`: what a candidate does besides its target."""
-    host = event != "always" and m.source(event) == "host"
-    return " (reenter)" * t.reenter + " (setRef)" * t.set_ref + " (host)" * host
+    host = event != "always" and machine.source(event) == "host"
+    return " (reenter)" * transition.reenter + " (setRef)" * transition.set_ref + " (host)" * host
 
 
-def _label(m: Machine, event: str, t: Transition) -> str:
+def _label(machine: Machine, event: str, transition: Transition) -> str:
     """An edge's label in the drawn forms: `EVENT [GUARD] (reenter) (setRef) (host)`."""
-    guard = _guard(t.guard)
-    return event + (f" [{guard}]" if guard else "") + _marks(m, event, t)
+    guard = _guard(transition.guard)
+    return event + (f" [{guard}]" if guard else "") + _marks(machine, event, transition)
 
 
-def _text(m: Machine) -> list[str]:
-    lines = [f"{m.id}: {m.description}" if m.description else m.id]
+def _text(machine: Machine) -> list[str]:
+    lines = [f"{machine.id}: {machine.description}" if machine.description else machine.id]
     by_state: dict[str, list[tuple[str, Transition]]] = {}
-    for source, event, t in edges(m):
-        by_state.setdefault(source, []).append((event, t))
-    for name in m.states:
-        tags = _tags(m, name)
+    for source, event, transition in edges(machine):
+        by_state.setdefault(source, []).append((event, transition))
+    for name in machine.states:
+        tags = _tags(machine, name)
         lines.append(f"{name} [{', '.join(tags)}]" if tags else name)
-        for event, t in by_state.get(name, []):
-            guard = _guard(t.guard)
+        for event, transition in by_state.get(name, []):
+            guard = _guard(transition.guard)
             line = f"  {event}" + (f" [{guard}]" if guard else "")
-            line += f" → {t.target}" if t.target is not None else " → (stays)"
-            lines.append(line + _marks(m, event, t))
+            line += f" → {transition.target}" if transition.target is not None else " → (stays)"
+            lines.append(line + _marks(machine, event, transition))
     return lines
 
 
@@ -83,65 +83,65 @@ def _mermaid_label(text: str) -> str:
     return _MERMAID_DIRECTION.sub(r"\1_\2", text).replace("%%", "%")
 
 
-def _mermaid(m: Machine) -> list[str]:
+def _mermaid(machine: Machine) -> list[str]:
     # every state gets an id s0, s1, … and its name as a label: names such as `note`, `a-b`
     # or `root_start` are keywords, bad ids or Mermaid's own ids for [*]
-    ids = {name: f"s{i}" for i, name in enumerate(m.states)}
-    lines = ["---", f"title: {json.dumps(m.id)}", "---", "stateDiagram-v2"]
-    for name in m.states:
+    ids = {name: f"s{i}" for i, name in enumerate(machine.states)}
+    lines = ["---", f"title: {json.dumps(machine.id)}", "---", "stateDiagram-v2"]
+    for name in machine.states:
         # [*] shows the initial and the final states; the other marks go in the label
-        tags = [tag for tag in _tags(m, name) if tag not in ("initial", "final")]
+        tags = [tag for tag in _tags(machine, name) if tag not in ("initial", "final")]
         label = _mermaid_label(name + (f" [{', '.join(tags)}]" if tags else ""))
         lines.append(f'    state "{label}" as {ids[name]}')
-    lines.append(f"    [*] --> {ids[m.initial]}")
-    for source, event, t in edges(m):
-        label = _mermaid_label(_label(m, event, t))
-        lines.append(f"    {ids[source]} --> {ids[t.target or source]} : {label}")
-    lines += [f"    {ids[name]} --> [*]" for name, s in m.states.items() if s.final]
+    lines.append(f"    [*] --> {ids[machine.initial]}")
+    for source, event, transition in edges(machine):
+        label = _mermaid_label(_label(machine, event, transition))
+        lines.append(f"    {ids[source]} --> {ids[transition.target or source]} : {label}")
+    lines += [f"    {ids[name]} --> [*]" for name, s in machine.states.items() if s.final]
     return lines
 
 
-def _dot(m: Machine) -> list[str]:
+def _dot(machine: Machine) -> list[str]:
     def q(text: str) -> str:
         # a JSON string is a DOT ID: quotes escaped, a line break as \n
         return json.dumps(text, ensure_ascii=False)
 
     lines = [
-        f"digraph {q(m.id)} {{",
+        f"digraph {q(machine.id)} {{",
         "  rankdir=LR;",
         "  node [shape=box, style=rounded];",
         '  "__start" [shape=point];',
-        f'  "__start" -> {q(m.initial)};',
+        f'  "__start" -> {q(machine.initial)};',
     ]
-    for name, s in m.states.items():
+    for name, s in machine.states.items():
         shape = ", peripheries=2" if s.final else ""
-        tags = _tags(m, name)
+        tags = _tags(machine, name)
         label = name + (f"\n[{', '.join(tags)}]" if tags else "")
         lines.append(f"  {q(name)} [label={q(label)}{shape}];")
-    for source, event, t in edges(m):
+    for source, event, transition in edges(machine):
         style = ", style=dashed" if event == "always" else ""
-        label = q(_label(m, event, t))
-        lines.append(f"  {q(source)} -> {q(t.target or source)} [label={label}{style}];")
+        label = q(_label(machine, event, transition))
+        lines.append(f"  {q(source)} -> {q(transition.target or source)} [label={label}{style}];")
     lines.append("}")
     return lines
 
 
-def _json(m: Machine) -> dict[str, Any]:
-    by_state: dict[str, list[dict[str, Any]]] = {name: [] for name in m.states}
-    for source, event, t in edges(m):
+def _json(machine: Machine) -> dict[str, Any]:
+    by_state: dict[str, list[dict[str, Any]]] = {name: [] for name in machine.states}
+    for source, event, transition in edges(machine):
         by_state[source].append(
             {
                 "event": event,
-                "target": t.target,
-                "guard": _guard(t.guard),
-                "reenter": t.reenter,
-                "setRef": t.set_ref,
-                "source": "agent" if event == "always" else m.source(event),
+                "target": transition.target,
+                "guard": _guard(transition.guard),
+                "reenter": transition.reenter,
+                "setRef": transition.set_ref,
+                "source": "agent" if event == "always" else machine.source(event),
             }
         )
     return {
-        "id": m.id,
-        "initial": m.initial,
+        "id": machine.id,
+        "initial": machine.initial,
         "states": [
             {
                 "name": name,
@@ -150,7 +150,7 @@ def _json(m: Machine) -> dict[str, Any]:
                 "fallback": s.fallback,
                 "transitions": by_state[name],
             }
-            for name, s in m.states.items()
+            for name, s in machine.states.items()
         ],
     }
 
@@ -168,7 +168,7 @@ def graph(args: Namespace) -> int:
     loaded = load_cached(configs)
     machines = list(loaded.machines.values())
     if args.id is not None:
-        machines = [m for m in machines if m.id == args.id]
+        machines = [machine for machine in machines if machine.id == args.id]
         if not machines:
             from ..machine.configs.config import shown_path
 
@@ -177,9 +177,9 @@ def graph(args: Namespace) -> int:
             raise Exit(1, f"no machine {args.id} is configured{why}")
     report_load_errors(loaded)
     if args.json:
-        emit_json({"machines": [_json(m) for m in machines]})
+        emit_json({"machines": [_json(machine) for machine in machines]})
         return 0
     render = _mermaid if args.mermaid else _dot if args.dot else _text
-    blocks = ["\n".join(render(m)) for m in machines]
+    blocks = ["\n".join(render(machine)) for machine in machines]
     sys.stdout.write("\n\n".join(blocks) + "\n" if blocks else "")
     return 0

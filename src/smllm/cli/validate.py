@@ -89,7 +89,7 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
         files += [f for f in loaded.files if os.path.isfile(f)]
         findings += loaded.findings
         findings += _idle_findings(loaded.configs)
-        from ..api.saved import check_saved
+        from ..api.saved_checks import check_saved
 
         findings += check_saved(loaded)
     from ..machine.loader.load import load_machine_file

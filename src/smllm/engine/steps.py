@@ -195,15 +195,17 @@ class Run:
         for label, actions in _lists(self.machine, state, "entry"):
             self.actions(label, actions, state.name, ends)
 
-    def take(self, source: State, t: Transition, label: str) -> bool:
-        """Take transition `t` out of `source`; True when it was external (a visit counted)."""
-        if t.target is None or (t.target == source.name and not t.reenter):
-            self.actions(label, t.actions, source.name, (source.name, source.name))
+    def take(self, source: State, transition: Transition, label: str) -> bool:
+        """Take `transition` out of `source`; True when it was external (a visit counted)."""
+        if transition.target is None or (
+            transition.target == source.name and not transition.reenter
+        ):
+            self.actions(label, transition.actions, source.name, (source.name, source.name))
             return False
-        ends = (source.name, t.target)
+        ends = (source.name, transition.target)
         self.exit(source, ends)
-        self.actions(label, t.actions, source.name, ends)
-        self.enter(self.machine.states[t.target], ends)
+        self.actions(label, transition.actions, source.name, ends)
+        self.enter(self.machine.states[transition.target], ends)
         return True
 
     def settle(self) -> None:

@@ -106,20 +106,21 @@ def instance_table(found: Sequence[Instance]) -> str:
     )
 
 
-def _audit_detail(kind: str, d: dict[str, Any]) -> str:
+def _audit_detail(kind: str, detail: dict[str, Any]) -> str:
     if kind == "bind":
-        return f"{d.get('harness')} {d.get('cwd')}"
+        return f"{detail.get('harness')} {detail.get('cwd')}"
     if kind == "event":
-        by = " (host)" if d.get("source") == "host" else ""
+        by = " (host)" if detail.get("source") == "host" else ""
         return (
-            f"{d.get('event')}{by} {d.get('machine')} {d.get('label')} "
-            f"{d.get('from') or '-'} → {d.get('to')}"
+            f"{detail.get('event')}{by} {detail.get('machine')} {detail.get('label')} "
+            f"{detail.get('from') or '-'} → {detail.get('to')}"
         )
     if kind in ("block", "runaway"):
-        return f"{d.get('machine')} {d.get('state')} {d.get('kind')} {d.get('label')}"
+        fields = ("machine", "state", "kind", "label")
+        return " ".join(str(detail.get(name)) for name in fields)
     if kind == "moved":
-        return str(d.get("message"))
-    return ", ".join(f"{k}={v}" for k, v in d.items())
+        return str(detail.get("message"))
+    return ", ".join(f"{k}={v}" for k, v in detail.items())
 
 
 def audit_text(records: Sequence[AuditRecord]) -> str:
