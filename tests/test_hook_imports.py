@@ -141,6 +141,8 @@ def test_warm_session_show_imports_nothing_heavy(
     assert "smllm.machine.configs.cache" in names
     assert forbidden(names, baseline) == []
     assert "smllm.machine.sources.yamltree" not in names
+    # a warm cache reads no config, and nothing on the way imports the config reader
+    assert "smllm.machine.configs.config" not in names
     assert slow(["session", "show", key], project, env, tmp_path) == []
 
 

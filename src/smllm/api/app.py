@@ -19,7 +19,6 @@ from ..errors import (
     SessionBusy,
     StoreConflict,
 )
-from ..machine.configs.config import find_configs
 from ..machine.model import Loaded, StoreSpec
 from ..recordclass import Record
 from ..store.base import InstanceStore, SessionStore
@@ -95,6 +94,8 @@ class App:
     # -- loading -------------------------------------------------------------------------------
 
     def configs_here(self) -> tuple[str, ...]:
+        from ..machine.configs.config import find_configs
+
         return find_configs(self.cwd, self.config)
 
     def load(self, configs: tuple[str, ...]) -> Loaded:
@@ -237,6 +238,8 @@ class App:
         from ..engine.records import SessionWrite
 
         cwd = cwd or self.cwd
+        from ..machine.configs.config import find_configs
+
         configs = configs if configs is not None else find_configs(cwd, self.config)
         at = iso(self.host.now())
         new = new_session(self.host, self.user.key_taken, harness, host_session, cwd, configs, at)
@@ -301,6 +304,8 @@ class App:
         bound = self.user.binding(harness, host_session)
         if bound is not None:
             return self.view(bound.key)
+        from ..machine.configs.config import find_configs
+
         configs = find_configs(cwd, None)
         if not configs:
             return None

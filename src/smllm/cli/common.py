@@ -109,10 +109,11 @@ def fail(code: int, message: str | None) -> int:
 def report_load_errors(loaded: Loaded) -> None:
     """Machine files or configs that didn't load: one line saying so (their findings are
     `smllm validate`'s to print, validation.md §1)."""
-    from ..machine.configs.config import shown_path
+    files = {f.file for f in loaded.findings if f.level == "error"}
+    if files:  # the config reader is imported only then: not on the hook path
+        from ..machine.configs.config import shown_path
 
-    broken = sorted({shown_path(f.file) for f in loaded.findings if f.level == "error"})
-    if broken:
+        broken = sorted({shown_path(file) for file in files})
         verb, them = ("has", "it") if len(broken) == 1 else ("have", "them")
         sys.stderr.write(
             f"note: {', '.join(broken)} {verb} errors, so machines in {them} aren't "

@@ -15,7 +15,6 @@ import time
 from ... import __version__
 from ..model import Loaded
 from ..sources.files import read_regular
-from .config import load_configs
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -119,6 +118,8 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     except Exception:  # a missing, stale or damaged cache is rebuilt
         pass
     built_ns = time.time_ns()
+    from .config import load_configs  # a warm cache never reads a config: not on the hook path
+
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
     _MEMO[path] = (signatures, built_ns, loaded)
