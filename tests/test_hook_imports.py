@@ -143,6 +143,10 @@ def test_warm_session_show_imports_nothing_heavy(
     assert "smllm.machine.sources.yamltree" not in names
     # a warm cache reads no config, and nothing on the way imports the config reader
     assert "smllm.machine.configs.config" not in names
+    # the store reaches SQLite through _sqlite3: the sqlite3 package imports datetime (~2 ms)
+    # for adapters smllm never uses, and a view reads no clock
+    assert "_sqlite3" in names
+    assert not {"sqlite3", "sqlite3.dbapi2", "datetime"} & (names - baseline)
     assert slow(["session", "show", key], project, env, tmp_path) == []
 
 

@@ -1,7 +1,8 @@
 """A test-only hook that slows SQLite transactions down, in the helper process only.
 
 `install_from_env()` reads `SMLLM_TEST_SLOWDB` (JSON) and, when it is set, makes every
-`sqlite3.connect` in this process return a `SlowConnection`, which sleeps at the points where
+`sqlite3.connect` (and `_sqlite3.connect`, which smllm calls) in this process return a
+`SlowConnection`, which sleeps at the points where
 a kill or a concurrent writer matters and reports where it is in a phase file:
 
 - `wait-begin:STORE`: before `BEGIN IMMEDIATE` (for the user store: between the instance commit
@@ -102,5 +103,11 @@ def install_from_env() -> bool:
     if phase:
         _phase_fd = os.open(phase, os.O_RDWR | os.O_CREAT, 0o644)
     original = sqlite3.connect
-    sqlite3.connect = functools.partial(original, factory=SlowConnection)  # type: ignore[assignment]
+    slow = functools.partial(original, factory=SlowConnection)
+    sqlite3.connect = slow  # type: ignore[assignment]
+    # smllm's store connects through the C module `_sqlite3` (the package's `connect` is the
+    # same function, re-exported): slow that one too
+    import _sqlite3
+
+    _sqlite3.connect = slow
     return True

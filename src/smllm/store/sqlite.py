@@ -13,7 +13,6 @@ constraints need.
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Sequence
 
 from ..engine.records import (
@@ -31,7 +30,15 @@ from .base import SavedRow, read_instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    import sqlite3
     from typing import Any
+else:
+    try:  # the C module alone: the `sqlite3` package also imports datetime (~2 ms of every
+        # hook call) to register date adapters and converters that smllm never uses (it
+        # stores text); the classes and `connect` are the same objects
+        import _sqlite3 as sqlite3
+    except ImportError:  # pragma: no cover - a Python without the split C module
+        import sqlite3
 
 __all__ = ["BUSY_TIMEOUT_SECS", "SCHEMA_VERSION", "SqliteStore"]
 
