@@ -50,17 +50,27 @@ def project(tmp_path: Path, env: dict[str, str]) -> Path:
     return folder
 
 
-def smllm(args: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None) -> Ran:
-    """Run the real `smllm` in a new process."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "smllm", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-    )
+def smllm(
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    stdin: str | None = None,
+    timeout: float = 60,
+) -> Ran:
+    """Run the real `smllm` in a new process; one still running after `timeout` seconds
+    fails the test as a hang."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "smllm", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            input=stdin,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"smllm {' '.join(args)} hung (still running after {timeout} s)")
     return Ran(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -11,14 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import Ran
+from conftest import Ran, smllm
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 
@@ -32,19 +30,9 @@ NOT_CONFIGURED = (
 
 def run(args: list[str], cwd: Path, env: dict[str, str]) -> Ran:
     """`smllm ARGS`; a command still running after HANG_S seconds fails the test."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "smllm", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=HANG_S,
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"smllm {' '.join(args)} hung (still running after {HANG_S} s)")
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
+    ran = smllm(args, cwd, env, timeout=HANG_S)
+    assert "Traceback" not in ran.err, ran.err
+    return ran
 
 
 @pytest.fixture
