@@ -130,3 +130,26 @@ def test_a_broken_project_machine_with_a_bom_withdraws_the_users(
         ".smllm/a.smllm.yaml: warning: the user's machine a is not loaded either, because "
         ".smllm/a.smllm.yaml has errors (CFG-8)\n"
     )
+
+
+def test_a_prompt_file_bom_is_not_shown_to_the_agent(project: Path, env: dict[str, str]) -> None:
+    """Prompt files are read without a leading BOM: the agent's instructions and `compile`'s
+    inlined text never hold U+FEFF."""
+    smllm_dir = project / ".smllm"
+    (smllm_dir / "plan.md").write_bytes(BOM + b"Read ISSUE.md, then plan.\r\n")
+    machine = smllm_dir / "dev.smllm.yaml"
+    machine.write_text(
+        machine.read_text().replace(
+            'params: { text: "Write a plan for the issue in PLAN.md, then fire planned." }',
+            "params: { file: plan.md }",
+        )
+    )
+    ran = smllm(
+        ["fire", "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-1"], project, env
+    )
+    assert ran.code == 0, ran.err
+    assert "\ufeff" not in ran.out
+    assert "\n<instructions>\nRead ISSUE.md, then plan.\n</instructions>\n" in ran.out
+    compiled = smllm(["compile", ".smllm/dev.smllm.yaml"], project, env)
+    assert compiled.code == 0 and "Read ISSUE.md, then plan." in compiled.out
+    assert "\\ufeff" not in compiled.out and "\ufeff" not in compiled.out

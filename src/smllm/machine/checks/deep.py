@@ -51,7 +51,8 @@ def read_text(path: str) -> tuple[str | None, str | None]:
     if data is None:
         return None, problem
     try:
-        return data.decode("utf-8"), None
+        # a leading BOM (some editors write one) is not text for the agent
+        return data.decode("utf-8-sig"), None
     except UnicodeDecodeError:
         return None, "not UTF-8"
 
