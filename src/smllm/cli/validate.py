@@ -57,8 +57,10 @@ def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
         at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
         problems = idle_problems(cfg.idle)
         if problems:
-            with open(path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
+            from ..machine.sources.files import read_regular
+
+            data, _problem = read_regular(path)  # for positions only: never a FIFO
+            text = (data or b"").decode("utf-8", "replace")
             out += [config_finding(path, text, rule, msg, at) for rule, msg in problems]
     return out
 
