@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from conftest import smllm
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -234,3 +235,29 @@ def test_an_explicit_config_that_is_not_a_file(tmp_path: Path, env: dict[str, st
         assert ran.err == f"error: config file {args[1]} is not a regular file\n"
     ran = smllm(["--config", str(tmp_path / "nope.toml"), "validate"], tmp_path, env)
     assert ran.err == f"error: config file {tmp_path / 'nope.toml'} not found\n"
+
+
+def test_main_runs_without_the_cyclic_collector_and_gives_it_back(
+    project: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command doesn't pay for the cyclic GC (hook path speed); an in-process caller gets
+    the collector back as it was, also after an error."""
+    import gc
+
+    from smllm.cli import main as cli_main
+
+    seen: list[bool] = []
+    monkeypatch.setattr(cli_main, "_dispatch", lambda args: seen.append(gc.isenabled()) or 0)
+    monkeypatch.chdir(project)
+    assert gc.isenabled()
+    assert cli_main.main(["session", "list"]) == 0
+    assert seen == [False] and gc.isenabled()
+    monkeypatch.setattr(cli_main, "_dispatch", lambda args: 1 / 0)
+    assert cli_main.main(["session", "list"]) == 2
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        cli_main.main(["session", "list"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -8,6 +8,7 @@ stderr as `error: …`; `--json` prints exactly one object on stdout.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -97,6 +98,19 @@ def _dispatch(args: Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; returns the exit code (the console script exits with it)."""
+    # a command is short-lived and makes no reference cycles worth collecting: the cyclic
+    # collector would run ~7 times during a hook call's imports (~1.3 ms of ~45 ms); an
+    # in-process caller gets it back as it was
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run(argv)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     json_state.update(wanted=False, emitted=False)
     if sys.stdout is None:  # started with stdout closed (`>&-`): do the work, print nowhere
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
