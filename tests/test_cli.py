@@ -177,7 +177,8 @@ def test_demo(tmp_path: Path, env: dict[str, str]) -> None:
 
 _WORDS = ("fire", "session", "show", "--session", "--param", "--json", "--host", "--params",
           "--config", "c.toml", "sm-abc123", "yield", "a=b", "x=-1", "-x", "--", "--param=a=b",
-          "--ses", "enter", "stateMachine=dev", "")  # fmt: skip
+          "--ses", "enter", "stateMachine=dev", "", "statusline", "--color", "always",
+          "auto", "nope")  # fmt: skip
 
 
 @settings(max_examples=2000, derandomize=True, database=None)
@@ -209,6 +210,8 @@ def test_fast_paths_are_taken() -> None:
         ["fire", "yield"],
         ["fire", "--session", "sm-abc123", "enter", "--param", "stateMachine=dev", "--json"],
         ["fire", "--host", "ci-passed", "--session", "sm-abc123"],
+        ["statusline"],
+        ["statusline", "--json", "--session", "sm-abc123", "--color", "never"],
     ):
         assert _fast_args(argv) is not None, argv
 

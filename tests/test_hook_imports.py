@@ -166,6 +166,19 @@ def test_warm_session_show_in_idle_imports_nothing_heavy(
     assert slow(["session", "show", key], project, env, tmp_path) == []
 
 
+def test_statusline_imports_nothing_heavy(
+    project: Path, env: dict[str, str], tmp_path: Path, baseline: set[str]
+) -> None:
+    """The status line runs on every redraw of Claude's status bar: no argparse, no json."""
+    key = _enter(project, env)
+    assert smllm(["statusline", "--session", key], project, env).code == 0
+    argv = ["statusline", "--session", key, "--color", "never"]
+    ran, names = loaded(argv, project, env, tmp_path / "m.txt")
+    assert ran.code == 0 and "dev › PLAN" in ran.out, ran
+    assert forbidden(names, baseline) == []
+    assert slow(["statusline", "--session", key, "--json"], project, env, tmp_path) == []
+
+
 @pytest.mark.parametrize(
     "event",
     [

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     # the fire path loads the whole engine; a view (every hook) needs only its part of it
     from ..engine.call import Call, Outcome
+    from ..engine.status import Status
     from ..engine.view import StopOutcome
 
 __all__ = ["App", "CallError", "Result"]
@@ -122,6 +123,19 @@ class App:
         stores = Stores(loaded, self.user, self.opened)
         s = self._recovered(loaded, s, stores, write=False)
         return Result(True, view(loaded, s, stores, self.host), s, stores)
+
+    def status(self, key: str) -> Status:
+        """The status line's values for a session (cli-and-harnesses.md §7); read-only."""
+        from ..engine.status import status
+
+        s = self.session(key)
+        loaded = self.load(s.configs)
+        stores = Stores(loaded, self.user, self.opened)
+        return status(loaded, self._recovered(loaded, s, stores, write=False), stores)
+
+    def bound(self, harness: str, host_session: str) -> Session | None:
+        """The session bound to a harness's own session id, if any (read-only)."""
+        return self.user.binding(harness, host_session)
 
     def _locked(self, key: str) -> CallLock:
         """The session's call lock, held (engine.md §10: one call of a session at a time);

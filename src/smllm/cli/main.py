@@ -41,6 +41,8 @@ def _fast_args(argv: list[str]) -> Any:
             json=len(argv) == 4,
             config=None,
         )
+    if argv[:1] == ["statusline"]:
+        return _fast_statusline(argv[1:])
     if argv[:1] != ["fire"]:
         return None
     args = SimpleNamespace(
@@ -72,6 +74,33 @@ def _fast_args(argv: list[str]) -> Any:
     return args if args.event is not None else None
 
 
+def _fast_statusline(words: list[str]) -> Any:
+    """`statusline [--session KEY] [--json] [--color WHEN]`, each at most once, or None."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(
+        command="statusline", session=None, json=False, color="auto", config=None
+    )
+    seen: set[str] = set()
+    rest = iter(words)
+    for word in rest:
+        if word in seen:
+            return None
+        seen.add(word)
+        if word == "--json":
+            args.json = True
+        elif word in ("--session", "--color"):
+            value = next(rest, None)
+            if value is None or value[:1] == "-":
+                return None
+            if word == "--color" and value not in ("auto", "always", "never"):
+                return None
+            setattr(args, word[2:], value)
+        else:
+            return None
+    return args
+
+
 #: command → (module of smllm.cli, function): only the command's own module is imported
 COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("commands", "init"),
@@ -85,6 +114,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("graph", "graph"),
     "completions": ("completions", "completions"),
     "compile": ("compile", "compile_machine"),
+    "statusline": ("statusline", "statusline"),
 }
 
 

@@ -113,6 +113,11 @@ def build() -> _Parser:
     form.add_argument("--dot", action="store_true", help="Graphviz DOT")
     form.add_argument("--json", action="store_true")
 
+    p = cmd("statusline", "one line for a status bar: where a session is (Claude's statusLine)")
+    p.add_argument("--session", help="the session to show; default: Claude's, from stdin")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
     p.add_argument("shell", metavar="SHELL")
 

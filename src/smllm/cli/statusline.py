@@ -1,0 +1,118 @@
+"""`smllm statusline [--session KEY] [--json] [--color auto|always|never]` (cli-and-harnesses.md
+§7), for Claude Code's `statusLine` command.
+
+Without `--session` it reads Claude's status JSON on stdin and shows the session bound to its
+`session_id`. Read-only and always exit 0: with nothing to show, or on any failure, it prints
+nothing (`{}` with `--json`) and the reason on stderr, so a status line never shows an error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ..errors import SmllmError
+from .common import emit_json
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+    from ..engine.status import Status
+
+__all__ = ["STDIN_LIMIT", "STDIN_SECONDS", "statusline"]
+
+#: Claude's status JSON is a few hundred bytes; past this, the input is not it
+STDIN_LIMIT = 1 << 20
+#: how long stdin may take to arrive and close: a status line must never hang on it
+STDIN_SECONDS = 1.0
+
+
+class _Nothing(Exception):
+    """Nothing to show, and why (for stderr)."""
+
+
+def _read_stdin() -> bytes:
+    """All of stdin, or _Nothing when there is none, it's too large, or it doesn't close
+    within STDIN_SECONDS."""
+    import select
+    import time
+
+    stream = sys.stdin
+    if stream is None or stream.isatty():
+        raise _Nothing("no status JSON on standard input (pass --session KEY)")
+    fd = stream.fileno()
+    deadline = time.monotonic() + STDIN_SECONDS
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        left = deadline - time.monotonic()
+        ready, _, _ = select.select([fd], [], [], max(left, 0))
+        if not ready:
+            raise _Nothing(f"standard input didn't close within {STDIN_SECONDS:g} s")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > STDIN_LIMIT:
+            raise _Nothing("standard input is larger than 1 MiB: not a status JSON")
+        chunks.append(chunk)
+
+
+def _session_id() -> str:
+    from ..jsontext import loads
+
+    try:
+        data = loads(_read_stdin().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Nothing("standard input is not a JSON object") from None
+    value = data.get("session_id") if isinstance(data, dict) else None
+    if not isinstance(value, str) or not value:
+        raise _Nothing("the status JSON has no session_id")
+    return value
+
+
+def _status(args: Namespace) -> Status:
+    from ..api.app import App
+
+    app = App()
+    key = args.session
+    if key is None:
+        host_session = _session_id()
+        bound = app.bound("claude", host_session)
+        if bound is None:
+            raise _Nothing(f"no smllm session is bound to Claude session {host_session}")
+        key = bound.key
+    return app.status(key)
+
+
+def _color(when: str) -> bool:
+    if when == "auto":  # a status line is never a terminal: on unless NO_COLOR says no
+        return not os.environ.get("NO_COLOR")
+    return when == "always"
+
+
+def statusline(args: Namespace) -> int:
+    try:
+        found = _status(args)
+    except _Nothing as exc:  # nothing to show: advice, not an error
+        reason = f"note: {exc}"
+        found = None
+    except SmllmError as exc:  # an unknown key, a store that can't be read
+        reason = f"error: {exc}"
+        found = None
+    except Exception as exc:  # a status line shows nothing rather than fail
+        reason = f"error: internal error: {type(exc).__name__}: {exc}"
+        found = None
+    if found is None:
+        sys.stderr.write(reason + "\n")
+        if args.json:
+            emit_json({})
+        return 0
+    if args.json:
+        emit_json(found.to_json())
+        return 0
+    from ..text.statusline import render_status
+
+    sys.stdout.write(render_status(found, _color(args.color)) + "\n")
+    return 0
