@@ -119,8 +119,7 @@ class App:
         if key is None:
             raise CallError(f"to see where you are, {_PASS_KEY}")
         s = self.session(key)
-        loaded = self.load(s.configs)
-        stores = Stores(loaded, self.user, self.opened)
+        loaded, stores = self._opened(s)
         s = self._recovered(loaded, s, stores, write=False)
         return Result(True, view(loaded, s, stores, self.host), s, stores)
 
@@ -129,21 +128,27 @@ class App:
         from ..engine.status import status
 
         s = self.session(key)
-        loaded = self.load(s.configs)
-        stores = Stores(loaded, self.user, self.opened)
+        loaded, stores = self._opened(s)
         return status(loaded, self._recovered(loaded, s, stores, write=False), stores)
 
     def bound(self, harness: str, host_session: str) -> Session | None:
         """The session bound to a harness's own session id, if any (read-only)."""
         return self.user.binding(harness, host_session)
 
-    def _locked(self, key: str) -> CallLock:
-        """The session's call lock, held (engine.md §10: one call of a session at a time);
-        SessionBusy when another call holds it."""
+    def _locked(self, key: str) -> tuple[Session, CallLock] | None:
+        """The session as it is once this call holds its call lock (engine.md §10: one call of
+        a session at a time), and the lock to release; None while another call holds it. An
+        unknown key is a CallError before any lock file is made."""
+        self.session(key)
         lock = CallLock(state_home(), key)
         if not lock.acquire():
-            raise SessionBusy(key)
-        return lock
+            return None
+        return self.session(key), lock
+
+    def _opened(self, session: Session) -> tuple[Loaded, Stores]:
+        """The session's machines, and its stores read as one."""
+        loaded = self.load(session.configs)
+        return loaded, Stores(loaded, self.user, self.opened)
 
     def _recovered(self, loaded: Loaded, session: Session, stores: Stores, write: bool) -> Session:
         """`session`, holding again the instance it holds by the instance records (the truth) when
@@ -178,10 +183,11 @@ class App:
             raise CallError(f"{event} needs a session; {_PASS_KEY}")
         if key is None:
             return self._fire(None, self.configs_here(), event, params, source, harness)
-        self.session(key)  # an unknown key is a call error, before any lock file is made
-        lock = self._locked(key)
+        locked = self._locked(key)
+        if locked is None:
+            raise SessionBusy(key)
+        session, lock = locked
         try:
-            session = self.session(key)  # as it is now that this call holds the lock
             return self._fire(session, session.configs, event, params, source, harness)
         finally:
             lock.release()
@@ -250,10 +256,9 @@ class App:
         """A new session in idle, with the configs found from `cwd` (`smllm session new`)."""
         from ..engine.context import bind_audit, new_session
         from ..engine.records import SessionWrite
-
-        cwd = cwd or self.cwd
         from ..machine.configs.config import find_configs
 
+        cwd = cwd or self.cwd
         configs = configs if configs is not None else find_configs(cwd, self.config)
         at = iso(self.host.now())
         new = new_session(self.host, self.user.key_taken, harness, host_session, cwd, configs, at)
@@ -269,14 +274,12 @@ class App:
         allowed and nothing is written: hooks fail open, and that call's reply decides."""
         from ..engine.view import ALLOW, stop
 
-        s = self.session(key)
-        lock = CallLock(state_home(), key)
-        if not lock.acquire():
+        locked = self._locked(key)
+        if locked is None:
             return ALLOW
+        s, lock = locked
         try:
-            s = self.session(key)
-            loaded = self.load(s.configs)
-            stores = Stores(loaded, self.user, self.opened)
+            loaded, stores = self._opened(s)
             s = self._recovered(loaded, s, stores, write=True)
             outcome = stop(loaded, s, continuing, stores, self.host)
             if outcome.session is None:
@@ -296,12 +299,12 @@ class App:
         the session runs, nothing is written (that call's accepted event clears them)."""
         from ..engine.view import prompt_submitted
 
-        self.session(key)
-        lock = CallLock(state_home(), key)
-        if not lock.acquire():
+        locked = self._locked(key)
+        if locked is None:
             return
+        s, lock = locked
         try:
-            write, audit = prompt_submitted(self.session(key), self.host)
+            write, audit = prompt_submitted(s, self.host)
             if write is not None:
                 try:  # noqa: SIM105 - as above
                     self.user.commit_session(write, audit)

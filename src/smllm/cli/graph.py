@@ -164,7 +164,9 @@ def graph(args: Namespace) -> int:
 
     configs = find_configs(os.getcwd(), config_option(args))
     if not configs:
-        raise Exit(2, "no config found; run smllm init, or pass --config")
+        from ..errors import NoConfig
+
+        raise NoConfig()
     loaded = load_cached(configs)
     machines = list(loaded.machines.values())
     if args.id is not None:

@@ -18,8 +18,6 @@ if TYPE_CHECKING:
 
 __all__ = ["counts_line", "finding_lines", "validate"]
 
-_NO_CONFIG = "no config found; run smllm init, or pass --config"
-
 
 def counts_line(errors: int, warnings: int, infos: int) -> str:
     """`E errors, W warnings, I info`, singular for one."""
@@ -81,7 +79,9 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
     if not args.paths:
         found = find_configs(os.getcwd(), config_option(args))
         if not found:
-            raise Exit(2, _NO_CONFIG)
+            from ..errors import NoConfig
+
+            raise NoConfig()
         configs = list(found)
     files: list[str] = []
     findings: list[Finding] = []
