@@ -137,7 +137,7 @@ def test_a_user_config_that_comes_and_goes(project: Path, env: dict[str, str]) -
 def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, str]) -> None:
     # format 7 (1137ab3): caches written before it lack the missing machine files in their key;
     # format 8 (b49af39): before it, a config with an error left its other files unchecked;
-    # format 9: before it, CFG-5 withdrew no machine.
+    # format 9: before it, CFG-5 withdrew no machine; format 10: Loaded.withdrawn.
     # A cache of an older format that is otherwise fresh must be rebuilt
     import pickle
 
@@ -148,13 +148,13 @@ def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, s
     first = cache.load_cached((config,))
     (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
     entry = pickle.loads(path.read_bytes())
-    assert entry["format"] == cache.CACHE_FORMAT == 9
+    assert entry["format"] == cache.CACHE_FORMAT == 10
     stale = first._replace(machines={})
-    for older in (6, 7, 8):
+    for older in (6, 7, 8, 9):
         path.write_bytes(pickle.dumps({**entry, "format": older, "loaded": stale}))
         cache._MEMO.clear()
         assert list(cache.load_cached((config,)).machines) == ["dev"]
-    path.write_bytes(pickle.dumps({**entry, "loaded": stale}))  # the same, in format 9
+    path.write_bytes(pickle.dumps({**entry, "loaded": stale}))  # the same, in format 10
     cache._MEMO.clear()
     assert cache.load_cached((config,)).machines == {}
     cache._MEMO.clear()

@@ -26,8 +26,7 @@ def check_saved(loaded: Loaded) -> list[Finding]:
     # validation.md §1: INS rules run only on machines without errors; the instances of a
     # machine whose file has errors are neither checked nor "not configured" (INS-3), unless
     # another file gives that id a machine (CFG-4 keeps the first)
-    unchecked = {_top_id(f) for f in broken if f not in loaded.configs}
-    unchecked -= {None, *loaded.machines}
+    unchecked = set(loaded.withdrawn) - set(loaded.machines)
     findings: list[Finding] = []
     seen: set[StoreSpec] = set()
     for config, spec in loaded.config_stores.items():
@@ -48,13 +47,6 @@ def check_saved(loaded: Loaded) -> list[Finding]:
         rows = [r for r in rows if r.machine not in unchecked]
         findings += _check_rows(rows, machines, config)
     return findings
-
-
-def _top_id(file: str) -> str | None:
-    """The `id` a machine file with errors declares, as CFG-8 reads it."""
-    from ..machine.loader.load import load_machine_file
-
-    return load_machine_file(file, file).top_id
 
 
 def _check_rows(rows: list[SavedRow], machines: dict[str, Machine], config: str) -> list[Finding]:

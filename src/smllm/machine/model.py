@@ -189,3 +189,6 @@ class Loaded(Record):
     idle: IdlePrompt | None
     findings: tuple[Finding, ...]
     files: tuple[str, ...]  # every file read or looked for (cache key)
+    #: ids of machine files with errors (their top-level `id:`) and of CFG-5's withdrawn
+    #: machines: validate checks no saved instance of these (INS rules skip them, §1)
+    withdrawn: tuple[str, ...] = ()

@@ -62,7 +62,7 @@ def check_files(
     prompts: list[tuple[Path_, Action]],
     cwds: list[tuple[Path_, str]],
     add: Add,
-    broken: Broken | None = None,
+    broken: Broken,
 ) -> list[str]:
     """Report on the files the machine names; returns every file and folder looked at. Where
     the machine has errors (`broken`), a state's implied prompt and AGT-5 are checked only
@@ -83,11 +83,11 @@ def check_files(
         else:
             assert text is not None
             texts.append((path, text, False))
-    shared_broken = broken is not None and broken.under("meta", "sharedActions")
+    shared_broken = broken.under("meta", "sharedActions")
     for name, state in machine.states.items():
         # a malformed prompt in the entry is left out of the machine: the implied file and
         # "no instructions" would both be guesses
-        if broken is not None and broken.under("states", name, "entry"):
+        if broken.under("states", name, "entry"):
             continue
         implied = None
         if state.implied_prompt is not None:

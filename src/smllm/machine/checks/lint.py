@@ -13,11 +13,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from ..findings import Path_
+
     Add = Callable[..., None]
 
 __all__ = ["Broken", "always_loops", "lint"]
-
-Path_ = tuple[str | int, ...]
 
 #: errors that leave the graph of transitions unknown: a missing initial state or target, a
 #: dropped built-in transition (EVT-5), an always without a target, a final state with
@@ -50,8 +50,7 @@ def _candidates(data: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str 
     return [(path, data)]
 
 
-def lint(machine: Machine, data: dict[str, Any], add: Add, broken: Broken | None = None) -> None:
-    broken = broken or Broken()
+def lint(machine: Machine, data: dict[str, Any], add: Add, broken: Broken) -> None:
     states = machine.states
     sdata: dict[str, Any] = data["states"]
     if not broken.rules & _GRAPH_ERRORS:
@@ -92,9 +91,8 @@ def lint(machine: Machine, data: dict[str, Any], add: Add, broken: Broken | None
                 # a target that names no state is MCH-2's: it may be a typo of this state
                 if target != name and (target is None or target in states):
                     add("MCH-16", (*cpath, "reenter"), "reenter has no effect here")
-            described = machine.events.get(event) is not None and (
-                machine.events[event].description is not None
-            )
+            declared = machine.events.get(event)
+            described = declared is not None and declared.description is not None
             if (
                 machine.source(event) == "agent"
                 and all(t.description is None for t in state.on[event])

@@ -24,7 +24,7 @@ __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
 #: bump when the compiled records or the checks change, so old caches are ignored (a cache
 #: also names the smllm version that wrote it: an upgrade never reads an older one)
-CACHE_FORMAT = 9
+CACHE_FORMAT = 10
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 

@@ -353,7 +353,7 @@ def config_finding(
 
 def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     """Read and combine `configs` (user first, project last) and load their machines."""
-    from ..loader.load import load_machine_file
+    from ..loader.load import LoadResult, load_machine_file
 
     machines: dict[str, Machine] = {}
     stores: dict[str, StoreSpec] = {}
@@ -361,7 +361,18 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     owner_at: dict[str, tuple[int | None, int | None]] = {}  # … and where its id is
     findings: list[Finding] = []
     looked: list[str] = []
+    withdrawn: list[str] = []
     idle: IdlePrompt | None = None
+
+    def load(full: str) -> LoadResult:
+        """A listed machine file, its findings and reads kept; the id of one with errors too."""
+        result = load_machine_file(full, shown_path(full, cwd))
+        findings.extend(result.findings)
+        looked.extend(result.reads)
+        if result.machine is None and result.top_id:
+            withdrawn.append(result.top_id)
+        return result
+
     read = [read_config(p, cwd) for p in configs if os.path.isfile(p)]
     project = read[-1] if len(read) > 1 else None
     for cfg in read:
@@ -375,9 +386,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             # every finding at once (validation.md §1): the listed files that are there are
             # still checked, though a config with an error adds none of their machines
             for full, _entry in cfg.machine_files:
-                checked = load_machine_file(full, shown_path(full, cwd))
-                findings.extend(checked.findings)
-                looked.extend(checked.reads)
+                load(full)
             # a config with an error adds no machines; a project config that isn't valid
             # TOML or has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)
             if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):
@@ -398,9 +407,7 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
         for full, _entry in cfg.machine_files:
             looked.append(full)
             shown = shown_path(full, cwd)
-            result = load_machine_file(full, shown)
-            findings.extend(result.findings)
-            looked.extend(result.reads)
+            result = load(full)
             if result.machine is None:
                 if is_project and result.top_id and result.top_id in machines:
                     findings.append(
@@ -460,10 +467,18 @@ def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
             # an error withdraws the machine it is found in (validation.md §1): the later one
             del machines[mid]
             stores.pop(mid, None)
+            withdrawn.append(mid)
             continue
         lowered[low] = mid
     config_stores = {cfg.path: cfg.store for cfg in read}
     looked.extend(p for p in configs if not os.path.isfile(p))  # missing, for the cache key
     return Loaded(
-        tuple(configs), machines, stores, config_stores, idle, tuple(findings), tuple(looked)
+        tuple(configs),
+        machines,
+        stores,
+        config_stores,
+        idle,
+        tuple(findings),
+        tuple(looked),
+        tuple(withdrawn),
     )
