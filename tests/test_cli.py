@@ -178,7 +178,7 @@ def test_demo(tmp_path: Path, env: dict[str, str]) -> None:
 _WORDS = ("fire", "session", "show", "--session", "--param", "--json", "--host", "--params",
           "--config", "c.toml", "sm-abc123", "yield", "a=b", "x=-1", "-x", "--", "--param=a=b",
           "--ses", "enter", "stateMachine=dev", "", "statusline", "--color", "always",
-          "auto", "nope")  # fmt: skip
+          "auto", "nope", "harness", "hook", "claude", "stop")  # fmt: skip
 
 
 @settings(max_examples=2000, derandomize=True, database=None)
@@ -212,6 +212,7 @@ def test_fast_paths_are_taken() -> None:
         ["fire", "--host", "ci-passed", "--session", "sm-abc123"],
         ["statusline"],
         ["statusline", "--json", "--session", "sm-abc123", "--color", "never"],
+        ["harness", "hook", "claude", "stop"],
     ):
         assert _fast_args(argv) is not None, argv
 

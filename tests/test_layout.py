@@ -19,7 +19,9 @@ ALLOWED = {
     "text": {"machine", "engine"},
     "store": {"machine", "engine"},
     "api": {"machine", "engine", "text", "store"},
-    "cli": {"machine", "engine", "text", "store", "api"},
+    "harness": {"machine", "engine", "text", "store", "api"},
+    "mcp": {"machine", "engine", "text", "store", "api"},
+    "cli": {"machine", "engine", "text", "store", "api", "harness", "mcp"},
 }
 
 

@@ -43,6 +43,10 @@ def _fast_args(argv: list[str]) -> Any:
         )
     if argv[:1] == ["statusline"]:
         return _fast_statusline(argv[1:])
+    if len(argv) == 4 and argv[:2] == ["harness", "hook"] and "-" not in argv[2][:1] + argv[3][:1]:
+        return SimpleNamespace(
+            command="harness", action="hook", name=argv[2], hook=argv[3], config=None
+        )
     if argv[:1] != ["fire"]:
         return None
     args = SimpleNamespace(
@@ -115,6 +119,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "completions": ("completions", "completions"),
     "compile": ("compile", "compile_machine"),
     "statusline": ("statusline", "statusline"),
+    "harness": ("harness", "harness"),
+    "mcp": ("mcp", "mcp"),
 }
 
 

@@ -118,6 +118,30 @@ def build() -> _Parser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
 
+    p = cmd("harness", "install smllm into an agent client, check it, or run its hooks")
+    hsub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    names = "claude, codex, copilot, opencode or agents"
+    for action, help_ in (
+        ("install", f"write smllm's parts into a client's files: {names}"),
+        ("status", "the state of each part, writing nothing"),
+    ):
+        q = hsub.add_parser(action, help=help_, description=help_)
+        q.add_argument("name", metavar="NAME", nargs=None if action == "install" else "?")
+        q.add_argument("--scope", choices=["project", "user"], default="project")
+        if action == "install":
+            q.add_argument("--without", action="append", default=[], metavar="PART")
+            q.add_argument("--with", dest="with_", action="append", default=[], metavar="PART")
+            q.add_argument("--force", action="store_true", help="rewrite parts edited by hand")
+        q.add_argument("--json", action="store_true")
+        _config_flag(q, False)
+    # run by the client, not by people: hidden from help
+    q = hsub.add_parser("hook")
+    q.add_argument("name", metavar="NAME")
+    q.add_argument("hook", metavar="HOOK")
+    _config_flag(q, False)
+
+    cmd("mcp", "the MCP server on stdio: one tool, smllm")
+
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
     p.add_argument("shell", metavar="SHELL")
 

@@ -1,0 +1,1 @@
+"""The MCP server `smllm mcp` (cli-and-harnesses.md §4)."""
