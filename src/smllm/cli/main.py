@@ -125,10 +125,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def _dispatch(args: Namespace) -> int:
-    from importlib import import_module
-
     module, name = COMMANDS[args.command]
-    run: Callable[[Namespace], int] = getattr(import_module(f"smllm.cli.{module}"), name)
+    # __import__, not importlib.import_module: importlib's package imports `warnings`, a
+    # millisecond on every hook call for nothing
+    path = f"smllm.cli.{module}"
+    __import__(path)
+    run: Callable[[Namespace], int] = getattr(sys.modules[path], name)
     return run(args)
 
 
