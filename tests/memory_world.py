@@ -52,6 +52,7 @@ from smllm.engine.reply import Reply
 from smllm.engine.view import StopOutcome, prompt_submitted, stop, view
 from smllm.errors import RefTaken, StoreConflict
 from smllm.machine.model import Loaded
+from smllm.text.block import render
 
 __all__ = ["DEV_MACHINE", "Fired", "MemoryReader", "World", "paused_order", "write_project"]
 
@@ -321,7 +322,7 @@ class World(Generic[H]):
     def stop(self, key: str, continuing: bool | None) -> StopOutcome:
         """`App.stop`: the decision, with its session write or its audit record committed."""
         s = self.recovered(self.session(key), write=True)
-        outcome = stop(self.loaded, s, continuing, self.reader, self.host)
+        outcome = stop(self.loaded, s, continuing, self.reader, self.host, render)
         if outcome.session is None:
             self.reader.append_audit(key, outcome.audit)
         else:
@@ -331,9 +332,9 @@ class World(Generic[H]):
                 pass
         return outcome
 
-    def prompt(self, key: str) -> None:
+    def prompt(self, key: str, text: str | None = None) -> None:
         """`App.prompt_submitted`."""
-        write, audit = prompt_submitted(self.session(key), self.host)
+        write, audit = prompt_submitted(self.session(key), self.host, text)
         if write is not None:
             try:  # noqa: SIM105 - as App.prompt_submitted
                 self.reader.apply_session(write, audit)

@@ -72,6 +72,13 @@ class Result(Record):
         }
 
 
+def _render(reply: Reply) -> str:
+    """A block's text (imported only when a stop blocks)."""
+    from ..text.block import render
+
+    return render(reply)
+
+
 class App:
     """One process's view of smllm: the user store, the real host, the config lookup."""
 
@@ -281,7 +288,7 @@ class App:
         try:
             loaded, stores = self._opened(s)
             s = self._recovered(loaded, s, stores, write=True)
-            outcome = stop(loaded, s, continuing, stores, self.host)
+            outcome = stop(loaded, s, continuing, stores, self.host, _render)
             if outcome.session is None:
                 if outcome.audit:  # a runaway stop writes its audit record and nothing else
                     self.user.append_audit(key, outcome.audit)
@@ -294,8 +301,9 @@ class App:
         finally:
             lock.release()
 
-    def prompt_submitted(self, key: str) -> None:
-        """A user prompt clears `yielded` and `blocks` (engine.md §9). While another call of
+    def prompt_submitted(self, key: str, prompt: str | None = None) -> None:
+        """A user prompt clears `yielded` and `blocks` (engine.md §9), unless `prompt` is the
+        text of the session's last block (a harness going on after it). While another call of
         the session runs, nothing is written (that call's accepted event clears them)."""
         from ..engine.view import prompt_submitted
 
@@ -304,7 +312,7 @@ class App:
             return
         s, lock = locked
         try:
-            write, audit = prompt_submitted(s, self.host)
+            write, audit = prompt_submitted(s, self.host, prompt)
             if write is not None:
                 try:  # noqa: SIM105 - as above
                     self.user.commit_session(write, audit)

@@ -32,31 +32,20 @@ class _Nothing(Exception):
     """Nothing to show, and why (for stderr)."""
 
 
-def _read_stdin() -> bytes:
+def _read_stdin() -> bytes | bytearray:
     """All of stdin, or _Nothing when there is none, it's too large, or it doesn't close
     within STDIN_SECONDS."""
-    import select
-    import time
+    from ..harness.stdin import StdinTimeout, StdinTooLarge, read_bounded
 
     stream = sys.stdin
     if stream is None or stream.isatty():
         raise _Nothing("no status JSON on standard input (pass --session KEY)")
-    fd = stream.fileno()
-    deadline = time.monotonic() + STDIN_SECONDS
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select([fd], [], [], max(left, 0))
-        if not ready:
-            raise _Nothing(f"standard input didn't close within {STDIN_SECONDS:g} s")
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return b"".join(chunks)
-        size += len(chunk)
-        if size > STDIN_LIMIT:
-            raise _Nothing("standard input is larger than 1 MiB: not a status JSON")
-        chunks.append(chunk)
+    try:
+        return read_bounded(stream.fileno(), STDIN_LIMIT, STDIN_SECONDS)
+    except StdinTimeout:
+        raise _Nothing(f"standard input didn't close within {STDIN_SECONDS:g} s") from None
+    except StdinTooLarge:
+        raise _Nothing("standard input is larger than 1 MiB: not a status JSON") from None
 
 
 def _session_id() -> str:

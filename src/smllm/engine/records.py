@@ -26,8 +26,10 @@ __all__ = [
     "Place",
     "Session",
     "SessionWrite",
+    "block_digest",
     "iso",
     "minute",
+    "repeats_block",
 ]
 
 ACTIVE, INTERRUPTED, PAUSED, COMPLETED = "active", "interrupted", "paused", "completed"
@@ -109,9 +111,12 @@ class Session(Record):
     version: int
     created: str
     last_active: str
+    #: `block_digest` of the text of the session's last blocked stop (engine.md §9), or None;
+    #: stored only when set, so sessions written before it existed load unchanged
+    last_block: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "key": self.key,
             "harness": self.harness,
             "hostSession": self.host_session,
@@ -125,6 +130,9 @@ class Session(Record):
             "created": self.created,
             "lastActive": self.last_active,
         }
+        if self.last_block is not None:
+            d["lastBlock"] = self.last_block
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Session:
@@ -141,6 +149,7 @@ class Session(Record):
             d["version"],
             d["created"],
             d["lastActive"],
+            d.get("lastBlock"),
         )
 
 
@@ -236,7 +245,48 @@ class SessionWrite(Record):
             yielded=new.yielded if "yielded" in changes else current.yielded,
             blocks=new.blocks if "blocks" in changes else current.blocks,
             last_active=new.last_active if "lastActive" in changes else current.last_active,
+            last_block=new.last_block if "lastBlock" in changes else current.last_block,
         )
+
+
+def _normal(text: str) -> str:
+    """A block's text as a harness may pass it back: line breaks as `\\n`, no outer spaces."""
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.strip()
+
+
+def _sha256(data: bytes) -> str:
+    try:  # the builtin module: `hashlib` loads OpenSSL, ~5 ms of a hook call
+        from _sha256 import sha256 as make  # type: ignore[import-not-found, no-redef, unused-ignore]
+    except ImportError:  # pragma: no cover - Python 3.12 renamed it; others may lack both
+        try:
+            from _sha2 import sha256 as make  # type: ignore[import-not-found, no-redef, unused-ignore]
+        except ImportError:
+            from hashlib import sha256 as make  # type: ignore[no-redef, unused-ignore]
+    return str(make(data).hexdigest())
+
+
+def block_digest(text: str) -> str:
+    """`LENGTH:SHA256` of a blocked stop's text (normalised: `\\r\\n` as `\\n`, stripped), the
+    length in characters: what a session keeps of its last block (engine.md §9)."""
+    text = _normal(text)
+    return f"{len(text)}:{_sha256(text.encode('utf-8', 'surrogatepass'))}"
+
+
+def repeats_block(digest: str, prompt: str) -> bool:
+    """Whether `prompt` is the text of the block `digest` was made of, as a harness continuing
+    after that block sends it: the text itself, or the text at the end of the prompt after
+    something the harness put before it (Copilot's model sees
+    `<current_datetime>…</current_datetime>\\n\\nREASON`; its hook gets REASON alone)."""
+    length, _, _ = digest.partition(":")
+    if not (length.isascii() and length.isdigit()):
+        return False
+    n = int(length)
+    prompt = _normal(prompt)
+    if n == 0 or len(prompt) < n:
+        return False
+    return block_digest(prompt[len(prompt) - n :]) == digest
 
 
 def iso(now: datetime) -> str:

@@ -6,13 +6,14 @@ from ..machine.model import Loaded
 from ..recordclass import Record
 from .host import Host, Reader
 from .idle import idle_prompt, idle_view, left_message
-from .records import AuditRecord, Instance, Session, SessionWrite, iso
+from .records import AuditRecord, Instance, Session, SessionWrite, block_digest, iso, repeats_block
 from .reply import Header, Reply
 from .rules import gone_events, gone_note, not_configured, state_events, unconfigured_events
 from .steps import entry_prompts
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Final, Literal
 
     DecisionValue = Literal["allow", "block", "runaway"]
@@ -101,17 +102,28 @@ ALLOW = StopOutcome(Decision.ALLOW, None)
 
 
 def stop(
-    loaded: Loaded, session: Session, continuing: bool | None, reader: Reader, host: Host
+    loaded: Loaded,
+    session: Session,
+    continuing: bool | None,
+    reader: Reader,
+    host: Host,
+    render: Callable[[Reply], str] | None = None,
 ) -> StopOutcome:
-    """engine.md §9, rules 2 – 7 (rule 1, no session bound, is the hook's)."""
+    """engine.md §9, rules 2 – 7 (rule 1, no session bound, is the hook's).
+
+    `render` gives a reply's text as the hook passes it on (`text.block.render`, which the
+    engine doesn't import): a block records its digest in the session, so that a harness that
+    sends the block back as a prompt doesn't clear it (`prompt_submitted`). Without it the
+    block records none."""
     if session.holding is None:
         return ALLOW
     at = iso(host.now())
     left, inst = _held(loaded, reader, session)
     if left is not None:
         new = session._replace(holding=None, version=session.version + 1, last_active=at)
-        sw = SessionWrite(new, False, session.holding, frozenset({"holding", "lastActive"}))
         reply = _idle_reply(loaded, reader, host, new, left)
+        new, changes = _digested(new, reply, render, {"holding", "lastActive"})
+        sw = SessionWrite(new, False, session.holding, changes)
         return StopOutcome(
             Decision.BLOCK, reply, sw, (AuditRecord(at, "moved", {"message": left}),)
         )
@@ -140,15 +152,36 @@ def stop(
     if session.blocks >= 1 and (continuing is not False or session.blocks >= 2):
         return StopOutcome(Decision.RUNAWAY, reply, None, (AuditRecord(at, "runaway", detail),))
     new = session._replace(blocks=session.blocks + 1, version=session.version + 1, last_active=at)
-    sw = SessionWrite(new, False, session.holding, frozenset({"blocks", "lastActive"}))
+    new, changes = _digested(new, reply, render, {"blocks", "lastActive"})
+    sw = SessionWrite(new, False, session.holding, changes)
     return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),))
 
 
+def _digested(
+    new: Session, reply: Reply, render: Callable[[Reply], str] | None, changes: set[str]
+) -> tuple[Session, frozenset[str]]:
+    """`new` recording the digest of a block's text, and the fields the write sets."""
+    if render is None:
+        return new, frozenset(changes)
+    return new._replace(last_block=block_digest(render(reply))), frozenset({*changes, "lastBlock"})
+
+
 def prompt_submitted(
-    session: Session, host: Host
+    session: Session, host: Host, prompt: str | None = None
 ) -> tuple[SessionWrite | None, tuple[AuditRecord, ...]]:
-    """A user prompt ends a yield and the run of blocks; writes only if that changes something."""
+    """A user prompt ends a yield and the run of blocks; writes only if that changes something.
+
+    A prompt that repeats the text of the session's last block, while that block still
+    counts, is the harness going on after it (Copilot fires its prompt hook then), not the
+    user: it changes nothing (engine.md §9)."""
     if not session.yielded and session.blocks == 0:
+        return None, ()
+    if (
+        prompt is not None
+        and session.blocks >= 1
+        and session.last_block is not None
+        and repeats_block(session.last_block, prompt)
+    ):
         return None, ()
     at = iso(host.now())
     new = session._replace(yielded=False, blocks=0, version=session.version + 1, last_active=at)

@@ -1,0 +1,234 @@
+"""`smllm harness hook NAME HOOK`: the hooks each client runs (cli-and-harnesses.md §5).
+
+The client pipes one JSON object to the hook and reads its answer on stdout. Every answer is
+JSON with exit 0; a failure of any kind is exit 1, `error: …` on stderr and nothing on stdout,
+which every client takes as non-blocking, so a broken smllm never wedges an agent.
+
+Input: the JSON object on stdin (bad JSON, or anything but an object, counts as `{}`; unknown
+fields are ignored; a known field of the wrong type counts as absent). It is read within
+STDIN_SECONDS and up to STDIN_LIMIT bytes: a body past the limit is a failure (its fields were
+never read, so any answer would be a guess), as is a pipe that stays open past the deadline
+without a whole JSON object in it.
+
+This module runs on every prompt and stop of an agent: it imports only what each hook needs,
+when it needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any, TextIO
+
+__all__ = [
+    "HARNESSES",
+    "HOOKS",
+    "STDIN_LIMIT",
+    "STDIN_SECONDS",
+    "HookFailed",
+    "answer",
+    "run_hook",
+]
+
+HARNESSES = ("claude", "codex", "copilot", "opencode")
+HOOKS = ("session-start", "user-prompt-submit", "stop")
+
+#: the largest hook input read: payloads are a few hundred bytes, but a pasted prompt or a long
+#: last assistant message rides along; 10 MB must still be answered
+STDIN_LIMIT = 32 << 20
+#: how long the input may take to arrive and close: clients write it and close at once
+STDIN_SECONDS = 2.0
+#: a host session id longer than this is not one (it would become a binding's key)
+ID_LIMIT = 1024
+
+#: the field holding the client's session id
+_ID_FIELD = {"claude": "session_id", "codex": "session_id", "opencode": "session_id"}
+_QUIET: dict[str, Any] = {}
+
+
+class HookFailed(Exception):
+    """The hook can't answer; the message goes after `error: `."""
+
+
+def _input(stdin: bytes | None) -> bytes | bytearray:
+    """The raw input: `stdin` when given (in-process callers), else the process's stdin."""
+    if stdin is not None:
+        if len(stdin) > STDIN_LIMIT:
+            raise HookFailed(_too_large())
+        return stdin
+    stream = sys.stdin
+    try:
+        fd = stream.fileno() if stream is not None else -1
+    except (OSError, ValueError):  # closed, or not a real file
+        fd = -1
+    if fd < 0:
+        return b""  # started with stdin closed: no input, which counts as {}
+    if os.isatty(fd):
+        raise HookFailed("the hook reads its client's JSON on standard input, not a terminal")
+    from .stdin import StdinTimeout, StdinTooLarge, read_bounded
+
+    try:
+        return read_bounded(fd, STDIN_LIMIT, STDIN_SECONDS)
+    except StdinTooLarge:
+        raise HookFailed(_too_large()) from None
+    except StdinTimeout as exc:
+        # a client that wrote its object and left the pipe open: the object is the input
+        if isinstance(_parsed(exc.partial), dict):
+            return exc.partial
+        raise HookFailed(
+            f"standard input didn't close within {STDIN_SECONDS:g} s without a JSON object"
+        ) from None
+
+
+def _too_large() -> str:
+    return f"the hook input is larger than {STDIN_LIMIT >> 20} MiB"
+
+
+def _parsed(raw: bytes | bytearray) -> object:
+    """The JSON value of `raw` (UTF-8, a BOM allowed), or None when it is none."""
+    from ..jsontext import loads
+
+    try:
+        return loads(raw.decode("utf-8-sig"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+def _text(payload: Mapping[str, Any], field: str, limit: int | None = None) -> str | None:
+    value = payload.get(field)
+    if not isinstance(value, str) or not value:
+        return None
+    if limit is not None and len(value) > limit:
+        return None
+    return value
+
+
+def _cwd(payload: Mapping[str, Any]) -> str:
+    cwd = _text(payload, "cwd")
+    if cwd is None:
+        return os.getcwd()
+    if "\0" in cwd:
+        raise HookFailed("the hook input's cwd is not a path (it holds a NUL character)")
+    return os.path.abspath(cwd)
+
+
+def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """The client's answer to `hook` for `payload`, and what goes to stderr (or "")."""
+    if name == "claude" and "timestamp" in payload:
+        # Copilot runs .claude/settings.json hooks too, and its payloads carry a timestamp
+        # (Claude's don't): its own hooks do the work, this one stays out of it
+        return _QUIET, ""
+    host_session = _text(payload, _ID_FIELD.get(name, "sessionId"), ID_LIMIT)
+    if host_session is None:
+        return _QUIET, ""
+    from ..api.app import App
+
+    if hook == "session-start":
+        cwd = _cwd(payload)
+        bound = App(cwd=cwd).bind(name, host_session, cwd)
+        if bound is None:  # no session and no config here: quiet outside smllm
+            return _QUIET, ""
+        from .starttext import start_text
+
+        text = start_text(bound.reply)
+        if name == "copilot":
+            return {"additionalContext": text}, ""
+        return {
+            "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
+        }, ""
+    app = App(cwd=_cwd(payload))
+    session = app.bound(name, host_session)
+    if session is None:  # rule 1 of engine.md §9, and quiet outside smllm
+        return _QUIET, ""
+    if hook == "user-prompt-submit":
+        app.prompt_submitted(session.key, _text(payload, "prompt"))
+        return _QUIET, ""
+    active = payload.get("stop_hook_active")
+    outcome = app.stop(session.key, active if isinstance(active, bool) else None)
+    if outcome.reply is None or outcome.decision == "allow":
+        return _QUIET, ""
+    from ..text.block import render
+
+    text = render(outcome.reply)
+    if outcome.decision == "runaway":
+        return _QUIET, text + "\n"
+    return {"decision": "block", "reason": text}, ""
+
+
+def _fail(err: TextIO, message: str, environ: Mapping[str, str]) -> int:
+    err.write(f"error: {message}\n")
+    if environ.get("SMLLM_DEBUG"):
+        import traceback
+
+        traceback.print_exc(file=err)
+    err.flush()
+    return 1
+
+
+def run_hook(
+    name: str,
+    hook: str,
+    *,
+    stdin: bytes | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    """Run one hook: read its input, answer on stdout; the exit code.
+
+    `stdin`, `stdout`, `stderr`, `environ` stand in for the process's own (tests, benches)."""
+    out = sys.stdout if stdout is None else stdout
+    err = sys.stderr if stderr is None else stderr
+    env = os.environ if environ is None else environ
+    if name not in HARNESSES:
+        return _fail(err, f"no harness named {name} ({', '.join(HARNESSES)})", {})
+    if hook not in HOOKS:
+        return _fail(err, f"no hook named {hook} ({', '.join(HOOKS)})", {})
+    try:
+        payload = _parsed(_input(stdin))
+        reply, note = answer(name, hook, payload if isinstance(payload, dict) else {})
+        from ..jsontext import dumps
+
+        data = (dumps(reply) + "\n").encode("utf-8")
+    except HookFailed as exc:
+        return _fail(err, str(exc), env)
+    except KeyboardInterrupt:
+        return _fail(err, "interrupted", env)
+    except Exception as exc:  # a failure of any kind: exit 1, empty stdout, no traceback
+        from ..errors import SmllmError
+
+        if isinstance(exc, SmllmError):
+            return _fail(err, str(exc), env)
+        return _fail(err, f"internal error: {type(exc).__name__}: {exc}", env)
+    if note:
+        err.write(note)
+        err.flush()
+    return _emit(out, data, err, env)
+
+
+def _emit(out: TextIO, data: bytes, err: TextIO, environ: Mapping[str, str]) -> int:
+    """Write the answer's bytes; a closed stdout pipe ends the hook quietly (as every command
+    does, cli-and-harnesses.md §1)."""
+    try:
+        buffer = getattr(out, "buffer", None)
+        if buffer is None:
+            out.write(data.decode("utf-8"))
+            out.flush()
+        else:
+            out.flush()
+            buffer.write(data)
+            buffer.flush()
+    except BrokenPipeError:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 0
+    except (OSError, ValueError) as exc:
+        return _fail(err, f"can't write the answer: {exc}", environ)
+    return 0
