@@ -1,0 +1,116 @@
+"""The part of `smllm mcp` that runs on the official `mcp` SDK (1.x low-level server).
+
+Imported only by `serve`, after the reader thread has started: importing the SDK is most of
+the server's start-up time. The SDK gets the messages `wire.sort_line` forwards (ping,
+tools/list, tools/call and two notifications) and answers them; its answers go out through
+the same `Wire` as the reader's own.
+"""
+
+from __future__ import annotations
+
+import anyio
+import anyio.to_thread
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import McpError
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+from .. import __version__
+from .texts import AGENT_RULES, TOOL
+from .tool import Caller, UnknownTool
+from .wire import INVALID_REQUEST, Wire, error_response
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    import queue
+    from typing import Any
+
+__all__ = ["build", "run"]
+
+INVALID_PARAMS = -32602
+
+
+def build(caller: Caller) -> Server[Any, Any]:
+    """The SDK's low-level server with smllm's one tool."""
+    server: Server[Any, Any] = Server("smllm", version=__version__, instructions=AGENT_RULES)
+    tool = types.Tool.model_validate(TOOL)
+    listed = types.ServerResult(types.ListToolsResult(tools=[tool]))
+
+    async def list_tools(_request: types.ListToolsRequest) -> types.ServerResult:
+        return listed
+
+    async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
+        # on the event loop's thread, to the end: calls run one at a time, and a command a
+        # call runs gets the main thread's signal handling (processes.py)
+        try:
+            text, is_error = caller.call(request.params.name, request.params.arguments)
+        except UnknownTool as exc:
+            raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
+        content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+        return types.ServerResult(types.CallToolResult(content=content, isError=is_error))
+
+    server.request_handlers[types.ListToolsRequest] = list_tools
+    server.request_handlers[types.CallToolRequest] = call_tool
+    return server
+
+
+async def run(wire: Wire, inbox: queue.Queue[dict[str, Any] | None], caller: Caller) -> None:
+    """Serve the forwarded messages until the reader's None, then the answers still owed."""
+    server = build(caller)
+    to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](0)
+    owed = _Owed()
+
+    async def feed() -> None:
+        async with to_sdk:
+            while True:
+                message = await anyio.to_thread.run_sync(inbox.get, abandon_on_cancel=True)
+                if message is None:
+                    break
+                try:
+                    parsed = types.JSONRPCMessage.model_validate(message)
+                except ValidationError:
+                    if "id" in message:
+                        wire.send(error_response(message["id"], INVALID_REQUEST, "Invalid Request"))
+                    continue
+                if "id" in message:
+                    owed.add()
+                await to_sdk.send(SessionMessage(parsed))
+            await owed.paid()  # end of input: answer every request read before closing
+
+    async def write() -> None:
+        async with from_sdk:
+            async for out in from_sdk:
+                root = out.message.root
+                wire.send(out.message.model_dump(by_alias=True, mode="json", exclude_none=True))
+                if isinstance(root, types.JSONRPCResponse | types.JSONRPCError):
+                    owed.pay()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(feed)
+        tg.start_soon(write)
+        options = server.create_initialization_options()
+        await server.run(sdk_in, sdk_out, options, raise_exceptions=False, stateless=True)
+        tg.cancel_scope.cancel()
+
+
+class _Owed:
+    """How many forwarded requests await their answer."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.settled = anyio.Event()
+
+    def add(self) -> None:
+        self.count += 1
+
+    def pay(self) -> None:
+        self.count -= 1
+        if self.count <= 0:
+            self.settled.set()
+            self.settled = anyio.Event()
+
+    async def paid(self) -> None:
+        while self.count > 0:
+            await self.settled.wait()

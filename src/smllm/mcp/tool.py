@@ -1,0 +1,83 @@
+"""The `smllm` tool's call (cli-and-harnesses.md §4): arguments in, (text, isError) out.
+
+No MCP SDK here: the server hands in the arguments as read, with the params' (name, value)
+pairs as they stood in the raw JSON (repeated names kept), and gets back the result's text.
+"""
+
+from __future__ import annotations
+
+from ..api.app import App
+from ..errors import SmllmError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["PAIRS_KEY", "Caller", "UnknownTool"]
+
+#: the argument key under which the server's reader passes the params' raw (name, value) pairs;
+#: the reader always sets or removes it, so a client's own key of this name never arrives
+PAIRS_KEY = "\x00smllm-params-pairs"
+
+
+class UnknownTool(Exception):
+    """tools/call named another tool: a JSON-RPC error -32602, `no tool NAME`."""
+
+    def __init__(self, name: object) -> None:
+        super().__init__(f"no tool {name}")
+
+
+def _text_argument(arguments: dict[str, Any], name: str) -> str | None:
+    """A `session` or `event` argument: None when absent, null or empty."""
+    value = arguments.get(name)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _Refused(f"{name} must be a string")
+    return value
+
+
+class _Refused(Exception):
+    pass
+
+
+def _params(arguments: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    raw = arguments.get("params")
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        raise _Refused("params must be an object")
+    pairs = arguments.get(PAIRS_KEY)
+    if isinstance(pairs, list):
+        return tuple((str(name), value) for name, value in pairs)
+    return tuple(raw.items())
+
+
+class Caller:
+    """One long-lived App answering the tool's calls, one at a time (the server serializes)."""
+
+    def __init__(self, config: str | None) -> None:
+        self.config = config
+        self.app = App(config=config)
+
+    def call(self, name: object, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+        """(text, isError) for one tools/call; UnknownTool for another tool's name."""
+        if name != "smllm":
+            raise UnknownTool(name)
+        arguments = arguments or {}
+        try:
+            session = _text_argument(arguments, "session")
+            event = _text_argument(arguments, "event")
+            params = _params(arguments)
+        except _Refused as exc:
+            return f"error: {exc}", True
+        try:
+            if event is None:
+                result = self.app.view(session)
+            else:
+                result = self.app.fire(session, event, params, source="agent", harness="mcp")
+            return result.text(), not result.ok
+        except SmllmError as exc:  # call errors, a busy or broken store: never a crash
+            return f"error: {exc}", True
+        except Exception as exc:  # an internal error, as the CLI words it: never a traceback
+            return f"error: internal error: {type(exc).__name__}: {exc}", True

@@ -1,0 +1,150 @@
+"""The server's own side of the stdio stream (cli-and-harnesses.md §4): reading lines, writing
+messages, and the answers that need no SDK.
+
+Each line read is sorted here before the MCP SDK sees it:
+
+- not JSON, or JSON that isn't a JSON-RPC message: answered here (-32700, -32600);
+- `initialize`: answered here at once, so a client gets its answer before the SDK (most of
+  start-up's time) is imported;
+- a request for any method but `ping`, `tools/list` and `tools/call`: -32601 here (the SDK
+  answers `server/discover` with -32602, and Claude Code and Copilot need -32601);
+- a notification other than `notifications/initialized` and `notifications/cancelled`, or a
+  response (smllm sends no requests): dropped;
+- the rest goes to the SDK, a `tools/call`'s params with their raw (name, value) pairs (a name
+  repeated in the JSON kept) under `PAIRS_KEY`, since the SDK's own parse keeps the last only.
+
+Nothing here imports the SDK.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+from ..engine.rules import STRICT_JSON
+from .texts import initialize_result
+from .tool import PAIRS_KEY
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = [
+    "FORWARDED",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "PARSE_ERROR",
+    "Wire",
+    "error_response",
+    "sort_line",
+]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+
+#: what the SDK is given (requests and notifications)
+FORWARDED = frozenset(
+    {"ping", "tools/list", "tools/call", "notifications/initialized", "notifications/cancelled"}
+)
+
+
+def error_response(id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
+
+
+def _valid_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+class _Parsed:
+    """One line's JSON, plain dicts throughout, with the pairs of every object that repeated a
+    key (by the object's id: they all live as long as the parse)."""
+
+    __slots__ = ("repeated", "value")
+
+    def __init__(self, text: str) -> None:
+        self.repeated: dict[int, list[tuple[str, Any]]] = {}
+
+        def hook(items: list[tuple[str, Any]]) -> dict[str, Any]:
+            made = dict(items)
+            if len(made) != len(items):
+                self.repeated[id(made)] = items
+            return made
+
+        self.value: Any = json.loads(text, object_pairs_hook=hook, **STRICT_JSON)
+
+    def pairs(self, obj: dict[str, Any]) -> list[tuple[str, Any]]:
+        return self.repeated.get(id(obj)) or list(obj.items())
+
+
+def sort_line(line: bytes) -> tuple[str, Any]:
+    """What to do with one line of standard input (without its newline): ("reply", the
+    response to write), ("forward", the message for the SDK) or ("drop", None)."""
+    try:
+        parsed = _Parsed(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return "reply", error_response(None, PARSE_ERROR, "Parse error")
+    msg = parsed.value
+    if not isinstance(msg, dict):  # batches went with 2025-06-18; smllm never took them
+        return "reply", error_response(None, INVALID_REQUEST, "Invalid Request")
+    has_id = "id" in msg
+    id_ = msg.get("id")
+    method = msg.get("method")
+    if msg.get("jsonrpc") != "2.0" or (has_id and not _valid_id(id_)):
+        if "method" in msg and not has_id:
+            return "drop", None  # a notification gets no answer, even a bad one
+        return "reply", error_response(
+            id_ if _valid_id(id_) else None, INVALID_REQUEST, "Invalid Request"
+        )
+    if "method" not in msg:
+        return "drop", None  # a response: smllm sends no requests
+    if not isinstance(method, str) or ("params" in msg and not isinstance(msg["params"], dict)):
+        if not has_id:
+            return "drop", None
+        return "reply", error_response(id_, INVALID_REQUEST, "Invalid Request")
+    if not has_id:
+        return ("forward", msg) if method in FORWARDED else ("drop", None)
+    if method == "initialize":
+        result = initialize_result(msg.get("params"))
+        return "reply", {"jsonrpc": "2.0", "id": id_, "result": result}
+    if method not in FORWARDED:
+        return "reply", error_response(id_, METHOD_NOT_FOUND, f"Method not found: {method}")
+    if method == "tools/call":
+        _keep_pairs(parsed, msg.get("params"))
+    return "forward", msg
+
+
+def _keep_pairs(parsed: _Parsed, params: object) -> None:
+    if not isinstance(params, dict):
+        return
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict):
+        return
+    arguments.pop(PAIRS_KEY, None)
+    given = arguments.get("params")
+    if isinstance(given, dict) and id(given) in parsed.repeated:
+        arguments[PAIRS_KEY] = [list(pair) for pair in parsed.pairs(given)]
+
+
+class Wire:
+    """The protocol stream: one message a line, written whole by one writer at a time."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def send(self, message: dict[str, Any]) -> None:
+        # ASCII (json's \uXXXX escapes): a lone surrogate, which a client can send as an
+        # escape and see echoed back, has no UTF-8 form
+        data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                while data:
+                    data = data[os.write(self.fd, data) :]
+            except OSError:  # the client went away: the read side ends the server
+                self.broken = True
