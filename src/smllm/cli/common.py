@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import sys
 
+from ..files import emit_json, json_state  # shared with smllm.harness, which can't import cli
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from argparse import Namespace
-    from typing import Any
 
     from ..machine.model import Loaded
 
@@ -82,18 +83,6 @@ def utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
-
-
-#: whether this command wants `--json`, and whether it printed its object (main() prints
-#: `{"ok":false,"error":…}` for an exit 1 that printed none: exactly one object, always)
-json_state = {"wanted": False, "emitted": False}
-
-
-def emit_json(obj: Any) -> None:
-    from ..jsontext import dumps
-
-    sys.stdout.write(dumps(obj) + "\n")
-    json_state["emitted"] = True
 
 
 def fail(code: int, message: str | None) -> int:

@@ -1,0 +1,241 @@
+"""`smllm harness install NAME …` and `smllm harness status [NAME] …` (cli-and-harnesses.md §6):
+from the parsed arguments to a plan (plan.py), then, for install, Claude's `claude mcp` runs,
+the file writes and the config's declined parts, and the report.
+
+Exit codes: 0 done (status: always); 1 install refused (a part edited by hand without
+`--force`, a file that doesn't parse, `claude` missing or failing), with nothing written, or a
+file that couldn't be written; 2 bad usage (an unknown harness or part, `agents --scope user`,
+no smllm executable found), raised as SmllmError for the CLI to print.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from ...errors import SmllmError
+from ...files import emit_json
+from ...machine.configs.config import shown_path
+from .declined import config_path, declined, with_declined
+from .external import ClaudeFailed, run_claude, user_mcp_state
+from .jsonfile import Broken
+from .notes import notes_for
+from .parts import HARNESSES, Part, Where, parts_of
+from .plan import Plan, Row, make_plan
+from .writing import read_text, remove_file, write_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+__all__ = ["install_or_status", "project_root", "smllm_executable"]
+
+_NAMES = ", ".join(HARNESSES)
+
+
+def project_root(cwd: str) -> str:
+    """The folder holding the nearest `.smllm/` at or above `cwd`, else `cwd`."""
+    here = os.path.abspath(cwd)
+    while True:
+        if os.path.isdir(os.path.join(here, ".smllm")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return os.path.abspath(cwd)
+        here = parent
+
+
+def smllm_executable() -> str:
+    """The absolute path of this smllm's console script: the one beside the running Python
+    (a virtual environment's bin folder), else `smllm` on PATH."""
+    folder = os.path.dirname(os.path.abspath(sys.executable))
+    for name in ("smllm", "smllm.exe"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    found = shutil.which("smllm")
+    if found:
+        return os.path.abspath(found)
+    raise SmllmError(
+        f"can't find the smllm executable (not in {folder}, not on PATH); install smllm with "
+        "pip or pipx, then run this again"
+    )
+
+
+def _where(scope: str) -> Where:
+    cwd = os.getcwd()
+    return Where(scope, project_root(cwd), os.path.expanduser("~"), smllm_executable(), os.environ)
+
+
+def _check_name(name: str | None, scope: str) -> None:
+    if name is not None and name not in HARNESSES:
+        raise SmllmError(f"no harness named {name} ({_NAMES})")
+    if name == "agents" and scope == "user":
+        raise SmllmError("agents has no user scope: its instructions go in the project's AGENTS.md")
+
+
+def _shown(path: str) -> str:
+    return shown_path(path)
+
+
+def _report(name: str, scope: str, rows: list[Row], notes: list[str]) -> dict[str, Any]:
+    parts = []
+    for row in rows:
+        item: dict[str, Any] = {"part": row.part, "path": row.path, "state": row.state}
+        if row.action is not None:
+            item["action"] = row.action
+        parts.append(item)
+    return {"harness": name, "scope": scope, "parts": parts, "notes": notes}
+
+
+def _print(report: dict[str, Any], as_json: bool, indent: str = "") -> None:
+    if as_json:
+        emit_json(report)
+        return
+    for part in report["parts"]:
+        what = part.get("action", part["state"])
+        sys.stdout.write(f"{indent}{part['part']}: {what} ({_shown(part['path'])})\n")
+    sys.stdout.flush()
+    for note in report["notes"]:
+        sys.stderr.write(f"note: {note}\n")
+
+
+def install_or_status(args: Namespace) -> int:
+    scope = args.scope
+    _check_name(args.name, scope)
+    if args.action == "status":
+        return _status(args.name, scope, bool(args.json))
+    return _install(args)
+
+
+# -- status ------------------------------------------------------------------------------
+
+
+def _declined_here(where: Where, name: str) -> tuple[set[str], list[str]]:
+    """The parts the scope's config declines, and a note when it can't be read."""
+    path = config_path(where.scope, where.root)
+    try:
+        return set(declined(read_text(path), name)), []
+    except Broken as exc:
+        return set(), [f"{_shown(path)} doesn't parse ({exc}); no part counts as declined"]
+
+
+def _status_of(name: str, where: Where) -> dict[str, Any]:
+    gone, notes = _declined_here(where, name)
+    plan = make_plan(parts_of(where, name), gone, False, install=False)
+    notes += [f"{_shown(path)} doesn't parse: {why}" for path, why in plan.broken]
+    return _report(name, where.scope, plan.rows, notes + notes_for(name, where, plan.rows))
+
+
+def _status(name: str | None, scope: str, as_json: bool) -> int:
+    where = _where(scope)
+    if name is not None:
+        _print(_status_of(name, where), as_json)
+        return 0
+    found = []
+    for harness in HARNESSES:
+        if harness == "agents" and scope == "user":
+            continue
+        report = _status_of(harness, where)
+        if any(part["state"] != "missing" for part in report["parts"]):
+            found.append(report)
+    if as_json:
+        emit_json({"scope": scope, "harnesses": found})
+        return 0
+    if not found:
+        sys.stdout.write(f"no harness has smllm's parts in {scope} scope\n")
+    for i, report in enumerate(found):
+        sys.stdout.write(("\n" if i else "") + f"{report['harness']}:\n")
+        _print(report, False, indent="  ")
+    return 0
+
+
+# -- install -----------------------------------------------------------------------------
+
+
+def _parts_named(name: str, given: list[str], flag: str) -> list[str]:
+    for part in given:
+        if part not in HARNESSES[name]:
+            raise SmllmError(
+                f"{name} has no part {part} (parts: {', '.join(HARNESSES[name])}); check {flag}"
+            )
+    return list(dict.fromkeys(given))
+
+
+def _refuse(
+    name: str, where: Where, plan: Plan, errors: list[str], as_json: bool, edited: bool
+) -> int:
+    rows = [
+        row._replace(action="left alone") if row.action in ("written", "removed") else row
+        for row in plan.rows
+    ]
+    report = _report(name, where.scope, rows, [])
+    if edited:
+        force = f"smllm harness install {name}" + (" --scope user" if where.scope == "user" else "")
+        report["notes"].append(
+            f"parts marked edited were changed by hand; {force} --force overwrites them"
+        )
+    _print(report, as_json)
+    for error in errors:
+        sys.stderr.write(f"error: {error}\n")
+    if as_json:  # the notes went into the object; the advice stays on stderr too
+        for note in report["notes"]:
+            sys.stderr.write(f"note: {note}\n")
+    return 1
+
+
+def _install(args: Namespace) -> int:
+    name: str = args.name
+    as_json = bool(args.json)
+    without = _parts_named(name, args.without, "--without")
+    with_ = _parts_named(name, args.with_, "--with")
+    both = [part for part in without if part in with_]
+    if both:
+        raise SmllmError(f"{both[0]} is given to both --with and --without")
+    where = _where(args.scope)
+    config = config_path(where.scope, where.root)
+    parts: list[Part] = parts_of(where, name)
+    try:
+        config_text = read_text(config)
+        old_gone = declined(config_text, name)
+    except Broken as exc:
+        plan = make_plan(parts, set(), args.force, install=True)
+        error = f"can't read {_shown(config)}: {exc}; nothing was written"
+        return _refuse(name, where, plan, [error], as_json, False)
+    gone = [p for p in old_gone if p not in with_] + [p for p in without if p not in old_gone]
+    plan = make_plan(parts, set(gone), args.force, install=True)
+    errors = [f"can't read {_shown(path)}: {why}; nothing was written" for path, why in plan.broken]
+    errors += [
+        f"{_shown(row.path)}: smllm's {row.part} part was changed by hand; nothing was written"
+        for row in plan.edited
+    ]
+    if errors:
+        return _refuse(name, where, plan, errors, as_json, bool(plan.edited))
+    if plan.external is not None:
+        state, want = plan.external
+        part = next(p for p in parts if p.kind == "external")
+        try:
+            run_claude(state, want)
+            after = user_mcp_state(part.path, part.want)
+        except (ClaudeFailed, Broken) as exc:
+            return _refuse(name, where, plan, [f"{exc}; nothing was written"], as_json, False)
+        if after != ("missing" if want is None else "current"):
+            error = f"claude mcp ran, but {_shown(part.path)} doesn't show it; nothing was written"
+            return _refuse(name, where, plan, [error], as_json, False)
+    try:
+        for path, (text, empty) in plan.writes.items():
+            if text is None:
+                remove_file(path, empty)
+            else:
+                write_text(path, text)
+        new_config = with_declined(config_text, name, gone)
+        if new_config != (config_text or ""):
+            write_text(config, new_config)
+    except OSError as exc:
+        where_ = exc.filename or config
+        sys.stderr.write(f"error: can't write {_shown(str(where_))}: {exc.strerror or exc}\n")
+        return 1
+    _print(_report(name, where.scope, plan.rows, notes_for(name, where, plan.rows)), as_json)
+    return 0

@@ -1,0 +1,97 @@
+"""The notes after install and status: restart and trust steps per client, the client versions
+these files were tested with, and Claude's status line (cli-and-harnesses.md §6, §6a)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+
+from .jsonfile import Broken, parse_json
+from .parts import Where
+from .plan import Row
+from .writing import read_text
+
+__all__ = ["TESTED_WITH", "notes_for"]
+
+#: the client versions the written files were tested with (real-clients.md, 2026-12-03)
+TESTED_WITH = {
+    "claude": "Claude Code 2.1.328",
+    "codex": "Codex 0.169.0",
+    "copilot": "GitHub Copilot CLI 1.0.102",
+    "opencode": "OpenCode 1.18.33",
+}
+
+
+def _runs_statusline(command: object) -> bool:
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    name = os.path.basename(words[0].replace("\\", "/")) if words else ""
+    return name in ("smllm", "smllm.exe") and words[1:2] == ["statusline"]
+
+
+def _has_statusline(where: Where) -> bool:
+    """Whether a Claude settings file of this scope (the user's, for a project too) has a
+    `statusLine` running `smllm statusline`."""
+    user = os.path.join(where.home, ".claude")
+    folders = [user] if where.scope == "user" else [os.path.join(where.root, ".claude"), user]
+    for folder in folders:
+        for name in ("settings.json", "settings.local.json"):
+            with contextlib.suppress(Broken):
+                line = parse_json(read_text(os.path.join(folder, name))).get("statusLine")
+                if isinstance(line, dict) and _runs_statusline(line.get("command")):
+                    return True
+    return False
+
+
+def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
+    """The notes for `harness` once its rows are known: none when no part is installed."""
+    live = {row.part for row in rows if row.state not in ("missing", "declined")}
+    live |= {row.part for row in rows if row.action == "written"}
+    live -= {row.part for row in rows if row.action in ("removed", "declined")}
+    if not live:
+        return []
+    notes = []
+    project = where.scope == "project"
+    if harness == "claude":
+        if project and "mcp" in live:
+            notes.append(
+                "Claude Code asks once to approve the project's MCP server smllm (.mcp.json); "
+                "approve it, and trust the folder so the permission in .claude/settings.json "
+                "counts"
+            )
+        notes.append("restart Claude Code to load smllm's hooks and MCP server")
+        if "statusline" in live and not _has_statusline(where):
+            notes.append(
+                "no statusLine runs smllm statusline; ask Claude to use the smllm-statusline "
+                "skill to show smllm's state there"
+            )
+    elif harness == "codex":
+        if "hooks" in live:
+            notes.append(
+                "Codex runs hooks only once you trust them: open /hooks in Codex and trust "
+                "smllm's three hooks (untrusted ones are skipped silently)"
+            )
+        if project:
+            notes.append(
+                "Codex reads .codex/ only in a trusted project: start codex here and trust "
+                "the folder (or run codex exec --trust)"
+            )
+    elif harness == "copilot":
+        if project:
+            notes.append(
+                "Copilot CLI reads .github/hooks/ and .mcp.json only in a trusted folder: start "
+                "copilot here and trust the folder"
+            )
+        notes.append("restart Copilot CLI to load smllm's hooks and MCP server")
+    elif harness == "opencode":
+        notes.append("restart OpenCode to load smllm's plugin and MCP server")
+    else:
+        notes.append("agents run smllm fire in a shell: smllm must be on their PATH")
+    if harness in TESTED_WITH:
+        notes.append(f"tested with {TESTED_WITH[harness]}; older versions may not run it all")
+    return notes

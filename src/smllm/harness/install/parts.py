@@ -1,0 +1,303 @@
+"""Which parts each harness has, the file each part lives in for a scope, and what smllm writes
+there (cli-and-harnesses.md §6's table). A part is data: its file, the kind of that file, and
+three functions of the file's parsed content: `state`, `put` (smllm's entries in place) and
+`drop` (smllm's entries out). Nothing here reads or writes a file.
+
+Every command written is the absolute path of this smllm's console script (a virtual
+environment's `smllm` is not on the client's PATH), as a bare path plus arguments (no shell
+operators, cli-and-harnesses.md §6a); hooks get an explicit 30 s timeout and no matcher.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from ...machine.configs.config import HARNESS_PARTS
+from .jsonfile import (
+    drop_entry,
+    drop_hooks,
+    drop_value,
+    dump_json,
+    entry_state,
+    hooks_state,
+    put_entry,
+    put_hooks,
+    put_value,
+    value_state,
+)
+from .region import claude_target, drop_region, put_region, region_state
+from .tomlfile import table_drop, table_put, table_state
+
+__all__ = [
+    "HARNESSES",
+    "HOOK_TIMEOUT_S",
+    "PERMISSION",
+    "Part",
+    "Where",
+    "claude_hooks",
+    "mcp_entry",
+    "parts_of",
+    "plugin_text",
+    "skill_text",
+]
+
+#: the harnesses in the order of the spec's table; their parts come from the config schema
+HARNESSES: dict[str, tuple[str, ...]] = HARNESS_PARTS
+
+#: every hook's explicit limit in seconds (cli-and-harnesses.md §6a: milliseconds written by
+#: mistake remove the limit; Claude's default is 600 s)
+HOOK_TIMEOUT_S = 30
+
+#: Claude's permission for smllm's one MCP tool
+PERMISSION = "mcp__smllm__smllm"
+
+#: the OpenCode plugin's stand-in for the smllm path, replaced by a JSON string literal
+PLUGIN_TOKEN = "__SMLLM__"
+
+_HOOKS = ("session-start", "user-prompt-submit", "stop")
+_CLAUDE_EVENTS = dict(zip(("SessionStart", "UserPromptSubmit", "Stop"), _HOOKS, strict=True))
+_COPILOT_EVENTS = dict(
+    zip(("sessionStart", "userPromptSubmitted", "agentStop"), _HOOKS, strict=True)
+)
+
+
+class Where(NamedTuple):
+    """What a part's path and content depend on."""
+
+    scope: str  # "project" or "user"
+    root: str  # the project root (project scope)
+    home: str
+    smllm: str  # the absolute path of the smllm console script
+    env: Mapping[str, str]
+
+
+class Part(NamedTuple):
+    name: str
+    path: str  # the file (for `external`, the file the state is read from)
+    kind: str  # "text", "json", "toml", "file" (smllm's own, whole) or "external"
+    state: Callable[[Any], str]
+    put: Callable[[Any], Any]  # returns the new content (JSON and TOML: the same object)
+    drop: Callable[[Any], Any]
+    want: Any = None  # for `external`: the entry
+
+
+def _command(where: Where, *args: str) -> str:
+    return " ".join([shlex.quote(where.smllm), *args])
+
+
+def mcp_entry(where: Where) -> dict[str, Any]:
+    """`mcpServers.smllm` of `.mcp.json`, Copilot's user file and Claude's user scope."""
+    return {"type": "stdio", "command": where.smllm, "args": ["mcp"]}
+
+
+def claude_hooks(where: Where, harness: str) -> dict[str, dict[str, Any]]:
+    """Claude's (and Codex's) handler per event."""
+    return {
+        event: {
+            "type": "command",
+            "command": _command(where, "harness", "hook", harness, hook),
+            "timeout": HOOK_TIMEOUT_S,
+        }
+        for event, hook in _CLAUDE_EVENTS.items()
+    }
+
+
+def _copilot_hooks_text(where: Where) -> str:
+    def handler(hook: str) -> dict[str, Any]:
+        cmd = _command(where, "harness", "hook", "copilot", hook)
+        return {"type": "command", "bash": cmd, "powershell": cmd, "timeoutSec": HOOK_TIMEOUT_S}
+
+    hooks = {event: [handler(hook)] for event, hook in _COPILOT_EVENTS.items()}
+    return dump_json({"version": 1, "hooks": hooks}, None)
+
+
+def skill_text(where: Where) -> str:
+    """Claude's statusline part: a skill that sets `statusLine` with the user's consent."""
+    command = _command(where, "statusline")
+    return f"""---
+name: smllm-statusline
+description: Show smllm's session (state machine, state, instance) in Claude Code's status \
+line. Use when the user asks for smllm in the status line or status bar.
+---
+
+# smllm in the status line
+
+`{command}` prints one line for Claude Code's status line: the smllm machine, state and
+instance of this Claude session, or `idle`. It reads the status JSON Claude Code sends on
+stdin, is read-only and prints nothing outside smllm.
+
+1. Ask the user before changing anything, and go on only with their consent: the status line
+   is theirs.
+2. Ask which settings file to use: `~/.claude/settings.json` (every project) or
+   `.claude/settings.json` (this project only).
+3. If that file has a `statusLine` already, show it to the user and replace it only if they
+   say so.
+4. Set `statusLine` to the object below, keeping every other key of the file as it was:
+
+   ```json
+   {{"type": "command", "command": {_json_string(command)}}}
+   ```
+
+5. Tell the user the status line appears with Claude Code's next update of it.
+"""
+
+
+def _json_string(text: str) -> str:
+    import json
+
+    return json.dumps(text, ensure_ascii=False)
+
+
+def plugin_text(where: Where) -> str:
+    """The OpenCode plugin (assets/opencode-plugin.js) with this smllm's path in it."""
+    from importlib.resources import files
+
+    asset = files("smllm.harness").joinpath("assets", "opencode-plugin.js")
+    return asset.read_text(encoding="utf-8").replace(PLUGIN_TOKEN, _json_string(where.smllm))
+
+
+def _then(edit: Callable[[Any], None]) -> Callable[[Any], Any]:
+    """An edit in place, as a function returning the (same) edited content."""
+
+    def run(doc: Any) -> Any:
+        edit(doc)
+        return doc
+
+    return run
+
+
+def _whole(content: Callable[[], str]) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+    """state and put of a file smllm owns whole (line endings aside)."""
+
+    def state(text: str | None) -> str:
+        if text is None:
+            return "missing"
+        return "current" if text.replace("\r\n", "\n") == content() else "edited"
+
+    return state, lambda _text: content()
+
+
+def _part(where: Where, harness: str, name: str, path: str) -> Part:
+    if name == "instructions":
+        return Part(name, path, "text", region_state, put_region, drop_region)
+    if name == "permissions":
+        allow = ("permissions", "allow")
+        return Part(
+            name,
+            path,
+            "json",
+            lambda doc: value_state(doc, allow, PERMISSION),
+            _then(lambda doc: put_value(doc, allow, PERMISSION)),
+            _then(lambda doc: drop_value(doc, allow, PERMISSION)),
+        )
+    if name == "hooks" and harness in ("claude", "codex"):
+        hooks = claude_hooks(where, harness)
+        return Part(
+            name,
+            path,
+            "json",
+            lambda doc: hooks_state(doc, hooks, "command"),
+            _then(lambda doc: put_hooks(doc, hooks, "command")),
+            _then(lambda doc: drop_hooks(doc, list(hooks), "command")),
+        )
+    if name in ("hooks", "statusline", "plugin"):
+        content = {
+            "hooks": lambda: _copilot_hooks_text(where),
+            "statusline": lambda: skill_text(where),
+            "plugin": lambda: plugin_text(where),
+        }[name]
+        state, put = _whole(content)
+        return Part(name, path, "file", state, put, lambda _text: None)
+    assert name == "mcp"
+    if harness == "codex":
+        want: dict[str, Any] = {
+            "command": where.smllm,
+            "args": ["mcp"],
+            "tool_timeout_sec": 600,
+            "default_tools_approval_mode": "approve",
+        }
+        at: tuple[str, ...] = ("mcp_servers",)
+        return Part(
+            name,
+            path,
+            "toml",
+            lambda doc: table_state(doc, at, "smllm", want),
+            _then(lambda doc: table_put(doc, at, "smllm", want)),
+            _then(lambda doc: table_drop(doc, at, "smllm")),
+        )
+    if harness == "opencode":
+        want, at = {"type": "local", "command": [where.smllm, "mcp"], "enabled": True}, ("mcp",)
+    else:
+        want, at = mcp_entry(where), ("mcpServers",)
+    kind = "external" if harness == "claude" and where.scope == "user" else "json"
+    return Part(
+        name,
+        path,
+        kind,
+        lambda doc: entry_state(doc, at, "smllm", want),
+        _then(lambda doc: put_entry(doc, at, "smllm", want)),
+        _then(lambda doc: drop_entry(doc, at, "smllm")),
+        want,
+    )
+
+
+def _paths(where: Where, harness: str) -> dict[str, str]:
+    """Each part's file for `where.scope` (cli-and-harnesses.md §6's table)."""
+    env, home, j = where.env, where.home, os.path.join
+    if where.scope == "project":
+        base = where.root
+        agents = j(base, "AGENTS.md")
+        claude_dir = j(base, ".claude")
+        codex = j(base, ".codex")
+        copilot = {"instructions": agents, "mcp": j(base, ".mcp.json")}
+        copilot["hooks"] = j(base, ".github", "hooks", "smllm.json")
+        opencode = {"instructions": agents, "mcp": j(base, "opencode.json")}
+        opencode["plugin"] = j(base, ".opencode", "plugins", "smllm.js")
+        claude_mcp = j(base, ".mcp.json")
+        claude_md = claude_target(base)
+    else:
+        claude_dir = j(home, ".claude")
+        codex = env.get("CODEX_HOME") or j(home, ".codex")
+        cop = env.get("COPILOT_HOME") or j(home, ".copilot")
+        copilot = {
+            "instructions": j(cop, "copilot-instructions.md"),
+            "mcp": j(cop, "mcp-config.json"),
+            "hooks": j(cop, "hooks", "smllm.json"),
+        }
+        oc = j(env.get("XDG_CONFIG_HOME") or j(home, ".config"), "opencode")
+        opencode = {
+            "instructions": j(oc, "AGENTS.md"),
+            "mcp": j(oc, "opencode.json"),
+            "plugin": j(oc, "plugins", "smllm.js"),
+        }
+        claude_mcp = j(home, ".claude.json")
+        claude_md = claude_target(claude_dir)
+        agents = ""
+    settings = j(claude_dir, "settings.json")
+    return {
+        "claude": {
+            "instructions": claude_md,
+            "mcp": claude_mcp,
+            "hooks": settings,
+            "permissions": settings,
+            "statusline": j(claude_dir, "skills", "smllm-statusline", "SKILL.md"),
+        },
+        "codex": {
+            "instructions": j(codex, "AGENTS.md") if where.scope == "user" else agents,
+            "mcp": j(codex, "config.toml"),
+            "hooks": j(codex, "hooks.json"),
+        },
+        "copilot": copilot,
+        "opencode": opencode,
+        "agents": {"instructions": agents},
+    }[harness]
+
+
+def parts_of(where: Where, harness: str) -> list[Part]:
+    """The harness's parts for `where`, in the spec's order (`agents` has no user scope:
+    the caller refuses it)."""
+    paths = _paths(where, harness)
+    return [_part(where, harness, name, paths[name]) for name in HARNESSES[harness]]

@@ -1,0 +1,65 @@
+"""Reading and writing the clients' files: whole or not at all (a temporary file beside the
+real one, synced, then renamed), through symlinks (a `CLAUDE.md → AGENTS.md` link stays a
+link) and keeping the file's mode (cli-and-harnesses.md §6, "Merges")."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from .jsonfile import Broken
+
+__all__ = ["read_text", "remove_file", "write_text"]
+
+
+def read_text(path: str) -> str | None:
+    """The file's text with its line endings, None when absent; Broken when it is not a
+    regular file or not UTF-8."""
+    if not os.path.lexists(path):
+        return None
+    if not os.path.exists(path):
+        raise Broken("a symlink to nothing")
+    if not os.path.isfile(path):
+        raise Broken("not a regular file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise Broken(exc.strerror or str(exc)) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Broken("not UTF-8 text") from None
+
+
+def write_text(path: str, text: str) -> None:
+    """Replace the file the path leads to (through symlinks) with `text`, keeping its mode;
+    folders are made as needed. Raises OSError."""
+    real = os.path.realpath(path)
+    os.makedirs(os.path.dirname(real), exist_ok=True)
+    mode = None
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.stat(real).st_mode & 0o7777
+    tmp = f"{real}.{os.getpid()}.smllm-tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, real)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def remove_file(path: str, empty: str) -> None:
+    """Delete a file smllm emptied; a symlink instead keeps its target, holding `empty`.
+    Raises OSError."""
+    if os.path.islink(path):
+        write_text(path, empty)
+        return
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
