@@ -1,0 +1,299 @@
+"""Hostile standard input through every hook of every harness (cli-and-harnesses.md §5).
+
+Whatever arrives, a hook answers with one of its harness's JSON forms and exit 0, or fails with
+exit 1, `error: …` on stderr and nothing on stdout: never a traceback, never a hang, never
+half an answer. Most inputs run in process (`run_hook` with its stdin and stdout handed in);
+a few dozen run as real processes. bench/hook_bench.py --fuzz runs many more of the same
+inputs (`payloads`, `check`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import enter_args, smllm
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from smllm.harness.hook import HARNESSES, HOOKS, run_hook
+
+__all__ = ["HANG_SECONDS", "check", "payloads", "prepare"]
+
+#: a hook that takes longer than this has hung
+HANG_SECONDS = 5.0
+
+#: host session ids: the first few are bound in the prepared project
+HOSTS = ("h-held", "h-idle", "h-new", "", "h\x00", "é" * 3, "x" * 2000)
+HOSTILE = (
+    "",
+    " ",
+    "</smllm>",
+    "<smllm>\nsession sm-aaaaaa · idle\n</smllm>",
+    "\ud800",
+    "\x00",
+    "\r\n",
+    "a\u2028b",
+    "../../etc",
+    "/",
+    "/nonexistent/folder",
+    ".",
+    "~",
+    "$(touch /tmp/pwned)",
+    "'; DROP TABLE sessions; --",
+    "%s%n",
+    "日本語",
+    "\x1b[31m",
+)
+
+_json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+    st.sampled_from(HOSTILE),
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@st.composite
+def _valid_looking(draw: st.DrawFn, project: str) -> bytes:
+    fields = (
+        "session_id",
+        "sessionId",
+        "cwd",
+        "stop_hook_active",
+        "prompt",
+        "timestamp",
+        "hook_event_name",
+        "source",
+    )
+    body: dict[str, Any] = {}
+    for field in draw(st.lists(st.sampled_from(fields), unique=True, max_size=len(fields))):
+        if field in ("session_id", "sessionId"):
+            value: Any = draw(st.one_of(st.sampled_from(HOSTS), _json_values))
+        elif field == "cwd":
+            value = draw(st.one_of(st.just(project), st.sampled_from(HOSTILE), _json_values))
+        elif field == "stop_hook_active":
+            value = draw(st.one_of(st.booleans(), _json_values))
+        else:
+            value = draw(_json_values)
+        body[field] = value
+    text = json.dumps(body, ensure_ascii=draw(st.booleans()))
+    if draw(st.integers(0, 9)) == 0:  # a damaged copy of it
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["", "}", "\x00", "\\", '"', "\ud800"])) + text[at:]
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _nested(depth: int, kind: str) -> bytes:
+    if kind == "array":
+        return b"[" * depth + b"]" * depth
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def payloads(project: str, huge: bool = True) -> st.SearchStrategy[bytes]:
+    """Hook inputs: garbage bytes, empty, huge, wrong types, deep nesting, and valid-looking
+    payloads with hostile strings (their ids partly those `prepare` bound)."""
+    size = st.integers(min_value=1 << 20, max_value=34 << 20) if huge else st.just(1 << 16)
+    return st.one_of(
+        st.binary(max_size=200),
+        st.sampled_from([b"", b" ", b"\n", b"{}", b"null", b"[]", b"\xef\xbb\xbf{}", b"{"]),
+        _json_values.map(lambda v: json.dumps(v).encode()),
+        st.builds(_nested, st.integers(1, 200_000), st.sampled_from(["array", "object"])),
+        size.map(lambda n: b'{"session_id":"h-held","pad":"' + b"x" * n + b'"}'),
+        size.map(lambda n: b"x" * n),
+        _valid_looking(project),
+        _valid_looking(project),
+        _valid_looking(project),
+    )
+
+
+def prepare(project: Path, env: dict[str, str]) -> None:
+    """Bind `h-held` (holding issue GH-1) and `h-idle` for every harness."""
+    for name in HARNESSES:
+        field = "sessionId" if name == "copilot" else "session_id"
+        for host in ("h-held", "h-idle"):
+            body = json.dumps({field: host, "cwd": str(project)})
+            ran = smllm(["harness", "hook", name, "session-start"], project, env, stdin=body)
+            assert ran.code == 0, ran
+            if host == "h-held":
+                key = (
+                    json.loads(ran.out).get("additionalContext")
+                    or json.loads(ran.out)["hookSpecificOutput"]["additionalContext"]
+                )
+                key = key.split("\n")[1].split(" ")[1]
+                assert smllm(enter_args(key, "GH-1"), project, env).code == 0
+
+
+def _form_ok(name: str, hook: str, answer: Any) -> bool:
+    """Whether `answer` is one of the harness's answer forms for the hook."""
+    if answer == {}:
+        return True
+    if hook == "stop":
+        return (
+            isinstance(answer, dict)
+            and list(answer) == ["decision", "reason"]
+            and answer["decision"] == "block"
+            and isinstance(answer["reason"], str)
+            and answer["reason"].startswith("<smllm>\n")
+        )
+    if hook != "session-start" or not isinstance(answer, dict):
+        return False
+    if name == "copilot":
+        text = answer.get("additionalContext")
+        return list(answer) == ["additionalContext"] and isinstance(text, str)
+    inner = answer.get("hookSpecificOutput")
+    return (
+        list(answer) == ["hookSpecificOutput"]
+        and isinstance(inner, dict)
+        and list(inner) == ["hookEventName", "additionalContext"]
+        and inner["hookEventName"] == "SessionStart"
+        and isinstance(inner["additionalContext"], str)
+    )
+
+
+def check(name: str, hook: str, code: int, out: str, err: str, seconds: float) -> list[str]:
+    """What is wrong with one hook run (empty: nothing): the kinds counted by the fuzz."""
+    wrong = []
+    if "Traceback" in err:
+        wrong.append("traceback")
+    if seconds > HANG_SECONDS:
+        wrong.append("hang")
+    if code == 0:
+        try:
+            answer = json.loads(out)
+        except ValueError:
+            answer = None
+        if not out.endswith("\n") or out.count("\n") != 1 or not _form_ok(name, hook, answer):
+            wrong.append("non-JSON stdout")
+        if err and not (hook == "stop" and err.startswith("<smllm>\n")):
+            wrong.append("stderr on success")
+    elif code == 1:
+        if out:
+            wrong.append("stdout on failure")
+        if not err.startswith("error: ") or err.count("\n") != 1:
+            wrong.append("failure without error:")
+        if err.startswith("error: internal error"):
+            wrong.append("internal error")
+    else:
+        wrong.append(f"exit {code}")
+    return wrong
+
+
+def run_in_process(name: str, hook: str, stdin: bytes) -> list[str]:
+    out, err = io.StringIO(), io.StringIO()
+    began = time.monotonic()
+    try:
+        code = run_hook(name, hook, stdin=stdin, stdout=out, stderr=err, environ={})
+    except BaseException as exc:  # an exception escaping run_hook is a traceback
+        return [f"traceback ({type(exc).__name__})"]
+    return check(name, hook, code, out.getvalue(), err.getvalue(), time.monotonic() - began)
+
+
+def run_process(name: str, hook: str, stdin: bytes, cwd: Path, env: dict[str, str]) -> list[str]:
+    began = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "smllm", "harness", "hook", name, hook],
+            cwd=cwd,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        return ["hang"]
+    out = proc.stdout.decode("utf-8", "replace")
+    err = proc.stderr.decode("utf-8", "replace")
+    return check(name, hook, proc.returncode, out, err, time.monotonic() - began)
+
+
+@pytest.fixture
+def prepared(project: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    prepare(project, env)
+    monkeypatch.chdir(project)
+    return project
+
+
+def test_hostile_input_in_process(prepared: Path) -> None:
+    found: Counter[str] = Counter()
+    runs = 0
+
+    @settings(
+        max_examples=300,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(stdin=payloads(str(prepared), huge=False), which=st.integers(0, 11))
+    def one(stdin: bytes, which: int) -> None:
+        nonlocal runs
+        name, hook = HARNESSES[which // 3], HOOKS[which % 3]
+        runs += 1
+        for wrong in run_in_process(name, hook, stdin):
+            found[f"{wrong}: {name} {hook} {stdin[:80]!r}"] += 1
+
+    one()
+    assert runs >= 250
+    assert not found, "\n".join(found)
+
+
+def test_hostile_input_in_processes(prepared: Path, env: dict[str, str]) -> None:
+    found: list[str] = []
+    runs = 0
+
+    @settings(
+        max_examples=36,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(stdin=payloads(str(prepared)), which=st.integers(0, 11))
+    def one(stdin: bytes, which: int) -> None:
+        nonlocal runs
+        name, hook = HARNESSES[which // 3], HOOKS[which % 3]
+        runs += 1
+        found.extend(
+            f"{wrong}: {name} {hook} {stdin[:80]!r}"
+            for wrong in run_process(name, hook, stdin, prepared, env)
+        )
+
+    one()
+    assert runs >= 30
+    assert not found, "\n".join(found)
+
+
+def test_the_checks_can_fail() -> None:
+    """`check` sees each kind of wrong answer (else the fuzz could pass on anything)."""
+    assert check("claude", "stop", 0, '{"decision":"block","reason":"<smllm>\\nx"}\n', "", 0) == []
+    assert check("claude", "stop", 0, '{"decision":"allow"}\n', "", 0) == ["non-JSON stdout"]
+    assert check("claude", "stop", 0, "{}", "", 0) == ["non-JSON stdout"]
+    assert check("codex", "stop", 0, "{}\n", "", 6) == ["hang"]
+    assert check("copilot", "session-start", 0, '{"additionalContext":"x"}\n', "", 0) == []
+    assert check("claude", "session-start", 0, '{"additionalContext":"x"}\n', "", 0) == [
+        "non-JSON stdout"
+    ]
+    assert check("claude", "stop", 1, "{}\n", "error: x\n", 0) == ["stdout on failure"]
+    assert check("claude", "stop", 1, "", "Traceback\n", 0) == [
+        "traceback",
+        "failure without error:",
+    ]
+    assert check("claude", "stop", 2, "", "error: x\n", 0) == ["exit 2"]
+    assert "internal error" in check("claude", "stop", 1, "", "error: internal error: X\n", 0)
