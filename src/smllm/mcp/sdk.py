@@ -9,7 +9,6 @@ the same `Wire` as the reader's own.
 from __future__ import annotations
 
 import anyio
-import anyio.to_thread
 import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import McpError
@@ -19,11 +18,10 @@ from pydantic import ValidationError
 from .. import __version__
 from .texts import AGENT_RULES, TOOL
 from .tool import Caller, UnknownTool
-from .wire import INVALID_REQUEST, Wire, error_response
+from .wire import INVALID_REQUEST, Inbox, Wire, error_response
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    import queue
     from typing import Any
 
 __all__ = ["build", "run"]
@@ -55,29 +53,35 @@ def build(caller: Caller) -> Server[Any, Any]:
     return server
 
 
-async def run(wire: Wire, inbox: queue.Queue[dict[str, Any] | None], caller: Caller) -> None:
+async def run(wire: Wire, inbox: Inbox, caller: Caller) -> None:
     """Serve the forwarded messages until the reader's None, then the answers still owed."""
-    server = build(caller)
-    to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](0)
-    owed = _Owed()
+    import asyncio
+    import math
 
-    async def feed() -> None:
-        async with to_sdk:
-            while True:
-                message = await anyio.to_thread.run_sync(inbox.get, abandon_on_cancel=True)
-                if message is None:
-                    break
-                try:
-                    parsed = types.JSONRPCMessage.model_validate(message)
-                except ValidationError:
-                    if "id" in message:
-                        wire.send(error_response(message["id"], INVALID_REQUEST, "Invalid Request"))
-                    continue
-                if "id" in message:
-                    owed.add()
-                await to_sdk.send(SessionMessage(parsed))
-            await owed.paid()  # end of input: answer every request read before closing
+    server = build(caller)
+    to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
+    owed = _Owed()
+    loop = asyncio.get_running_loop()
+
+    async def finish() -> None:
+        await owed.paid()  # end of input: answer every request read before closing
+        to_sdk.close()
+
+    def deliver(message: dict[str, Any] | None) -> None:
+        """On the loop's thread: one forwarded message into the SDK."""
+        if message is None:
+            tg.start_soon(finish)
+            return
+        try:
+            parsed = types.JSONRPCMessage.model_validate(message)
+        except ValidationError:
+            if "id" in message:
+                wire.send(error_response(message["id"], INVALID_REQUEST, "Invalid Request"))
+            return
+        if "id" in message:
+            owed.add()
+        to_sdk.send_nowait(SessionMessage(parsed))
 
     async def write() -> None:
         async with from_sdk:
@@ -88,8 +92,9 @@ async def run(wire: Wire, inbox: queue.Queue[dict[str, Any] | None], caller: Cal
                     owed.pay()
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(feed)
         tg.start_soon(write)
+        # one hop from the reader thread to the loop per message
+        inbox.attach(lambda message: loop.call_soon_threadsafe(deliver, message))
         options = server.create_initialization_options()
         await server.run(sdk_in, sdk_out, options, raise_exceptions=False, stateless=True)
         tg.cancel_scope.cancel()

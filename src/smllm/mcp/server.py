@@ -15,12 +15,7 @@ import os
 import sys
 
 from .tool import Caller
-from .wire import INVALID_REQUEST, Wire, error_response, sort_line
-
-TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
-if TYPE_CHECKING:
-    import queue
-    from typing import Any
+from .wire import INVALID_REQUEST, Inbox, Wire, error_response, sort_line
 
 __all__ = ["serve"]
 
@@ -28,12 +23,11 @@ __all__ = ["serve"]
 def serve(config: str | None) -> int:
     """Serve MCP on stdin/stdout until stdin ends; the exit code."""
     import gc
-    import queue
     import threading
 
     gc.enable()  # the CLI turns it off for short commands; a server lives long
     wire = Wire(_protocol_fd())
-    inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+    inbox = Inbox()
     reader = threading.Thread(target=_read, args=(wire, inbox), name="smllm-mcp-reader")
     reader.daemon = True
     reader.start()
@@ -60,7 +54,7 @@ def _protocol_fd() -> int:
     return fd
 
 
-def _read(wire: Wire, inbox: queue.Queue[dict[str, Any] | None]) -> None:
+def _read(wire: Wire, inbox: Inbox) -> None:
     """The reader thread: each line sorted (wire.sort_line); None at the end of input."""
     try:
         stdin = os.fdopen(0, "rb", closefd=False)

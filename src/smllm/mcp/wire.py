@@ -28,6 +28,7 @@ from .tool import PAIRS_KEY
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "Inbox",
     "Wire",
     "error_response",
     "sort_line",
@@ -148,3 +150,27 @@ class Wire:
                     data = data[os.write(self.fd, data) :]
             except OSError:  # the client went away: the read side ends the server
                 self.broken = True
+
+
+class Inbox:
+    """What the reader forwards (None at the end of input), held until the server attaches a
+    sink (a thread-safe callable), then passed on as it comes, in order."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: list[dict[str, Any] | None] = []
+        self.sink: Callable[[dict[str, Any] | None], object] | None = None
+
+    def put(self, item: dict[str, Any] | None) -> None:
+        with self.lock:
+            if self.sink is None:
+                self.held.append(item)
+                return
+            self.sink(item)
+
+    def attach(self, sink: Callable[[dict[str, Any] | None], object]) -> None:
+        with self.lock:
+            for item in self.held:
+                sink(item)
+            self.held.clear()
+            self.sink = sink
