@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import SmllmError
@@ -90,16 +91,23 @@ def _report(name: str, scope: str, rows: list[Row], notes: list[str]) -> dict[st
     return {"harness": name, "scope": scope, "parts": parts, "notes": notes}
 
 
-def _print(report: dict[str, Any], as_json: bool, indent: str = "") -> None:
+def _print(
+    report: dict[str, Any], as_json: bool, indent: str = "", errors: Sequence[str] = ()
+) -> None:
+    """The report: one JSON object, or `PART: ACTION (PATH)` lines on stdout; then any errors
+    and the notes (advice) on stderr, which in JSON are in the object too."""
     if as_json:
         emit_json(report)
-        return
-    for part in report["parts"]:
-        what = part.get("action", part["state"])
-        sys.stdout.write(f"{indent}{part['part']}: {what} ({_shown(part['path'])})\n")
-    sys.stdout.flush()
-    for note in report["notes"]:
-        sys.stderr.write(f"note: {note}\n")
+    else:
+        for part in report["parts"]:
+            what = part.get("action", part["state"])
+            sys.stdout.write(f"{indent}{part['part']}: {what} ({_shown(part['path'])})\n")
+        sys.stdout.flush()
+    for error in errors:
+        sys.stderr.write(f"error: {error}\n")
+    if not as_json or errors:
+        for note in report["notes"]:
+            sys.stderr.write(f"note: {note}\n")
 
 
 def install_or_status(args: Namespace) -> int:
@@ -177,12 +185,7 @@ def _refuse(
         report["notes"].append(
             f"parts marked edited were changed by hand; {force} --force overwrites them"
         )
-    _print(report, as_json)
-    for error in errors:
-        sys.stderr.write(f"error: {error}\n")
-    if as_json:  # the notes went into the object; the advice stays on stderr too
-        for note in report["notes"]:
-            sys.stderr.write(f"note: {note}\n")
+    _print(report, as_json, errors=errors)
     return 1
 
 

@@ -60,12 +60,15 @@ def with_declined(text: str | None, name: str, parts: list[str]) -> str:
     for part in parts:
         if part not in items:
             items.append(part)
+    gone = False
     if not parts:
         del entry["without"]
         if not entry:
             del harness[name]
+            gone = True
         if not harness:
             del doc["harness"]
-    if text is None or not text.strip():
-        return dump_toml(doc, text).lstrip("\n")
-    return dump_toml(doc, text)
+    out = dump_toml(doc, text)
+    if gone and out.strip():  # the blank line tomlkit put before the table goes with it
+        out = out.rstrip("\n") + "\n"
+    return out.lstrip("\n") if text is None or not text.strip() else out

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from ...errors import SmllmError
 from ...machine.configs.config import HARNESS_PARTS
 from .jsonfile import (
     drop_entry,
@@ -156,7 +157,11 @@ def plugin_text(where: Where) -> str:
     from importlib.resources import files
 
     asset = files("smllm.harness").joinpath("assets", "opencode-plugin.js")
-    return asset.read_text(encoding="utf-8").replace(PLUGIN_TOKEN, _json_string(where.smllm))
+    try:
+        text = asset.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SmllmError(f"smllm's OpenCode plugin is missing from its package: {exc}") from None
+    return text.replace(PLUGIN_TOKEN, _json_string(where.smllm))
 
 
 def _then(edit: Callable[[Any], None]) -> Callable[[Any], Any]:
