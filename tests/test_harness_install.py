@@ -31,6 +31,8 @@ with open(os.environ["FAKE_CLAUDE_LOG"], "a") as f:
 if os.environ.get("FAKE_CLAUDE_FAIL"):
     sys.stderr.write("claude: something broke\\n")
     sys.exit(3)
+if os.environ.get("FAKE_CLAUDE_NOOP"):
+    sys.exit(0)
 path = os.path.join(os.environ["HOME"], ".claude.json")
 data = json.load(open(path)) if os.path.exists(path) else {{}}
 servers = data.setdefault("mcpServers", {{}})
@@ -172,7 +174,7 @@ def test_merges_keep_every_user_entry(project: Path, env: dict[str, str]) -> Non
     settings.write_text(json.dumps(SETTINGS, indent=4))
     settings.chmod(0o600)
     mcp = project / ".mcp.json"
-    mcp.write_text('{"mcpServers": {"other": {"command": "x"}}, "z": 1}')
+    mcp.write_bytes(b'{"mcpServers": {"other": {"command": "x"}},\r\n "z": 1}\r\n')
     assert harness(project, env, "install", "claude").code == 0
     data = json.loads(settings.read_text())
     want = json.loads(json.dumps(SETTINGS))
@@ -188,6 +190,7 @@ def test_merges_keep_every_user_entry(project: Path, env: dict[str, str]) -> Non
     ]
     assert settings.read_text() == json.dumps(want, indent=2) + "\n"  # two spaces, final newline
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
+    assert mcp.read_bytes().count(b"\r\n") == mcp.read_bytes().count(b"\n")  # CRLF kept
     servers = json.loads(mcp.read_text())
     assert list(servers) == ["mcpServers", "z"] and list(servers["mcpServers"]) == [
         "other",
@@ -198,7 +201,7 @@ def test_merges_keep_every_user_entry(project: Path, env: dict[str, str]) -> Non
 def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str, str]) -> None:
     config = project / ".codex" / "config.toml"
     config.parent.mkdir()
-    original = '# mine\nmodel = "o5"  # pinned\n\n[mcp_servers.other]\ncommand = "x"\n'
+    original = '\ufeff# mine\nmodel = "o5"  # pinned\n\n[mcp_servers.other]\ncommand = "x"\n'
     config.write_text(original)
     assert harness(project, env, "install", "codex").code == 0
     added = (
@@ -379,6 +382,7 @@ def test_declining_every_part_uninstalls(project: Path, env: dict[str, str]) -> 
         ("claude", ".claude/settings.json", '{"hooks": []}'),
         ("codex", ".codex/config.toml", "[mcp_servers\n"),
         ("opencode", "opencode.json", "[]"),
+        ("agents", ".smllm/config.toml", "[harness\n"),
     ],
 )
 def test_file_that_does_not_parse(
@@ -393,7 +397,8 @@ def test_file_that_does_not_parse(
     assert f"error: can't read {Path(path)}: " in ran.err and "nothing was written" in ran.err
     assert snapshot(project) == before
     status = harness(project, env, "status", name)
-    assert status.code == 0 and "unreadable" in parts(status).values()
+    assert status.code == 0
+    assert ("unreadable" in parts(status).values()) == (name != "agents")
     assert f"note: {Path(path)} doesn't parse" in status.err
 
 
@@ -471,7 +476,7 @@ def test_claude_user_scope_mcp(project: Path, claude_env: dict[str, str]) -> Non
     assert user_config.read_text() == '[harness.claude]\nwithout = ["mcp"]\n'
 
 
-@pytest.mark.parametrize("broken", ["missing", "failing"])
+@pytest.mark.parametrize("broken", ["missing", "failing", "silent"])
 def test_claude_missing_or_failing_refuses(
     broken: str, project: Path, claude_env: dict[str, str]
 ) -> None:
@@ -482,11 +487,15 @@ def test_claude_missing_or_failing_refuses(
         env["PATH"] = os.pathsep.join(
             p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "claude").exists()
         )
-    else:
+    elif broken == "failing":
         env["FAKE_CLAUDE_FAIL"] = "1"
+    else:  # exits 0 but adds nothing
+        env["FAKE_CLAUDE_NOOP"] = "1"
     ran = harness(project, env, "install", "claude", "--scope", "user", "--json")
     assert ran.code == 1 and len(json.loads(ran.out)["parts"]) == 5
     assert "error: claude" in ran.err and "nothing was written" in ran.err
+    if broken == "silent":
+        assert "error: claude mcp ran, but " in ran.err
     assert snapshot(home) == {}
 
 
