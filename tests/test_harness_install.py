@@ -14,7 +14,11 @@ from typing import Any
 import pytest
 from conftest import ROOT, Ran, smllm
 
+from smllm import __version__ as smllm_version
+from smllm.errors import SmllmError
 from smllm.harness.install.command import smllm_executable
+from smllm.harness.install.region import REGION
+from smllm.machine.configs.config import read_config
 
 ABS = smllm_executable()  # what the CLI, run with this Python, writes
 GOLDEN = ROOT / "golden" / "harness"
@@ -216,12 +220,7 @@ def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str
     assert config.read_text() == original + added + "# after\n"
 
 
-REGION_RE = "<!-- smllm:harness -->"
-
-
 def test_instructions_region_merge(project: Path, env: dict[str, str]) -> None:
-    from smllm.harness.install.region import REGION
-
     agents = project / "AGENTS.md"
     stray = "# Notes\r\n\r\n<!-- smllm:harness -->\r\nkeep me\r\n"
     old = "<!-- smllm:harness -->\r\n\r\nold words\r\n<!-- /smllm:harness -->\r\n"
@@ -328,8 +327,6 @@ def test_force_touches_only_smllm_entries(project: Path, env: dict[str, str]) ->
 
 
 def test_without_and_with(project: Path, env: dict[str, str]) -> None:
-    from smllm.machine.configs.config import read_config
-
     config = project / ".smllm" / "config.toml"
     original = config.read_text()
     assert harness(project, env, "install", "claude").code == 0
@@ -453,9 +450,7 @@ def test_claude_user_scope_mcp(project: Path, claude_env: dict[str, str]) -> Non
     home = Path(claude_env["HOME"])
     home.mkdir()
     dot = home / ".claude.json"
-    dot.write_text(
-        json.dumps({"mcpServers": {"smllm": {"command": "/old/smllm", "args": ["mcp"]}}})
-    )
+    dot.write_text('{"mcpServers": {"smllm": {"command": "/old/smllm", "args": ["mcp"]}}}')
     refused = harness(project, claude_env, "install", "claude", "--scope", "user")
     assert refused.code == 1 and parts(refused)["mcp"] == "edited, left alone"
     assert claude_log(claude_env) == [] and not (home / ".claude").exists()
@@ -526,8 +521,6 @@ def test_project_root_is_the_nearest_smllm_folder(project: Path, env: dict[str, 
 def test_smllm_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from smllm.errors import SmllmError
-
     monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(SmllmError, match="can't find the smllm executable"):
@@ -545,9 +538,7 @@ def test_claude_plugin_agrees_with_install(project: Path, env: dict[str, str]) -
     assert market["owner"]["name"] and [p["name"] for p in market["plugins"]] == ["smllm"]
     plugin_dir = REPO / market["plugins"][0]["source"]
     manifest = json.loads((plugin_dir / ".claude-plugin" / "plugin.json").read_text())
-    import smllm as package
-
-    assert manifest["name"] == "smllm" and manifest["version"] == package.__version__
+    assert manifest["name"] == "smllm" and manifest["version"] == smllm_version
     assert harness(project, env, "install", "claude").code == 0
     installed = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
     plugin_hooks = json.loads((plugin_dir / "hooks" / "hooks.json").read_text())["hooks"]
@@ -556,6 +547,23 @@ def test_claude_plugin_agrees_with_install(project: Path, env: dict[str, str]) -
     installed_mcp = json.loads((project / ".mcp.json").read_text())["mcpServers"]["smllm"]
     plugin_mcp = json.loads((plugin_dir / ".mcp.json").read_text())["mcpServers"]["smllm"]
     assert plugin_mcp == {**installed_mcp, "command": "smllm"}
+
+
+def test_trust_notes_go_once_the_client_trusts_the_project(
+    project: Path, env: dict[str, str]
+) -> None:
+    codex_note = "note: Codex reads .codex/ only in a trusted project"
+    claude_note = "note: Claude Code ignores the permission in .claude/settings.json until"
+    assert codex_note in harness(project, env, "install", "codex").err
+    assert claude_note in harness(project, env, "install", "claude").err
+    codex = Path(env["HOME"]) / ".codex" / "config.toml"
+    codex.parent.mkdir(parents=True)
+    codex.write_text(f'[projects.{json.dumps(str(project))}]\ntrust_level = "trusted"\n')
+    (Path(env["HOME"]) / ".claude.json").write_text(
+        json.dumps({"projects": {str(project): {"hasTrustDialogAccepted": True}}})
+    )
+    assert codex_note not in harness(project, env, "status", "codex").err
+    assert claude_note not in harness(project, env, "status", "claude").err
 
 
 def test_statusline_note(project: Path, env: dict[str, str]) -> None:

@@ -48,6 +48,33 @@ def _has_statusline(where: Where) -> bool:
     return False
 
 
+def _codex_trusts(where: Where) -> bool:
+    """Whether Codex's config marks the project trusted (`[projects."ROOT"] trust_level`)."""
+    import tomllib
+
+    home = where.env.get("CODEX_HOME") or os.path.join(where.home, ".codex")
+    with contextlib.suppress(Broken, tomllib.TOMLDecodeError, AttributeError):
+        data = tomllib.loads(read_text(os.path.join(home, "config.toml")) or "")
+        projects = data.get("projects", {})
+        return any(
+            projects.get(root, {}).get("trust_level") == "trusted"
+            for root in (where.root, os.path.realpath(where.root))
+        )
+    return False
+
+
+def _claude_trusts(where: Where) -> bool:
+    """Whether ~/.claude.json says the project's trust dialog was accepted."""
+    with contextlib.suppress(Broken, AttributeError):
+        data = parse_json(read_text(os.path.join(where.home, ".claude.json")))
+        projects = data.get("projects", {})
+        return any(
+            projects.get(root, {}).get("hasTrustDialogAccepted") is True
+            for root in (where.root, os.path.realpath(where.root))
+        )
+    return False
+
+
 def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
     """The notes for `harness` once its rows are known: none when no part is installed."""
     live = {row.part for row in rows if row.state not in ("missing", "declined")}
@@ -60,9 +87,13 @@ def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
     if harness == "claude":
         if project and "mcp" in live:
             notes.append(
-                "Claude Code asks once to approve the project's MCP server smllm (.mcp.json); "
-                "approve it, and trust the folder so the permission in .claude/settings.json "
-                "counts"
+                "Claude Code asks once to approve the project's MCP server smllm (.mcp.json): "
+                "approve it"
+            )
+        if project and "permissions" in live and not _claude_trusts(where):
+            notes.append(
+                "Claude Code ignores the permission in .claude/settings.json until you trust "
+                "this folder: start claude here and accept the trust dialog"
             )
         notes.append("restart Claude Code to load smllm's hooks and MCP server")
         if "statusline" in live and not _has_statusline(where):
@@ -76,7 +107,7 @@ def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
                 "Codex runs hooks only once you trust them: open /hooks in Codex and trust "
                 "smllm's three hooks (untrusted ones are skipped silently)"
             )
-        if project:
+        if project and not _codex_trusts(where):
             notes.append(
                 "Codex reads .codex/ only in a trusted project: start codex here and trust "
                 "the folder (or run codex exec --trust)"
