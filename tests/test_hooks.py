@@ -614,3 +614,21 @@ def test_a_closed_stdout_is_quiet(project: Path, env: dict[str, str]) -> None:
     proc.stdout.close()
     _, err = proc.communicate(body, timeout=60)
     assert (proc.returncode, err) == (0, b"")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"XDG_STATE_HOME": "/x/state"}, {"XDG_STATE_HOME": ""}, {}],
+    ids=["set", "empty", "unset"],
+)
+def test_the_hook_finds_the_user_store_where_the_api_does(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, str]
+) -> None:
+    from smllm.api.stores import user_store
+    from smllm.harness.hook import user_db
+
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/home/someone")
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    assert user_db() == user_store().path

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, TextIO
 
+    from ..engine.records import Session
+
 __all__ = [
     "HARNESSES",
     "HOOKS",
@@ -32,6 +34,7 @@ __all__ = [
     "HookFailed",
     "answer",
     "run_hook",
+    "user_db",
 ]
 
 HARNESSES = ("claude", "codex", "copilot", "opencode")
@@ -92,8 +95,10 @@ def _parsed(raw: bytes | bytearray) -> object:
     """The JSON value of `raw` (UTF-8, a BOM allowed), or None when it is none."""
     from ..jsontext import loads
 
+    if raw[:3] == b"\xef\xbb\xbf":  # by hand: the utf-8-sig codec is one more import
+        raw = raw[3:]
     try:
-        return loads(raw.decode("utf-8-sig"))
+        return loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return None
 
@@ -116,6 +121,27 @@ def _cwd(payload: Mapping[str, Any]) -> str:
     return os.path.abspath(cwd)
 
 
+def user_db() -> str:
+    """The user store's file: `api.stores.user_store()`'s, found without importing the API,
+    whose machine and engine modules a hook that finds no session (or nothing to clear) never
+    needs (tests/test_hooks.py checks that the two agree)."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "smllm", "user.db")
+
+
+def _bound(name: str, host_session: str) -> Session | None:
+    """The session bound to the client's session, read without the API (read-only)."""
+    from ..store.sqlite import SqliteStore
+
+    store = SqliteStore(user_db(), durable=False)
+    try:
+        return store.binding(name, host_session)
+    finally:
+        store.close()
+
+
 def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The client's answer to `hook` for `payload`, and what goes to stderr (or "")."""
     if name == "claude" and "timestamp" in payload:
@@ -125,9 +151,9 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
     host_session = _text(payload, _ID_FIELD.get(name, "sessionId"), ID_LIMIT)
     if host_session is None:
         return _QUIET, ""
-    from ..api.app import App
-
     if hook == "session-start":
+        from ..api.app import App
+
         cwd = _cwd(payload)
         bound = App(cwd=cwd).bind(name, host_session, cwd)
         if bound is None:  # no session and no config here: quiet outside smllm
@@ -140,14 +166,19 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
         return {
             "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
         }, ""
-    app = App(cwd=_cwd(payload))
-    session = app.bound(name, host_session)
+    session = _bound(name, host_session)
     if session is None:  # rule 1 of engine.md §9, and quiet outside smllm
         return _QUIET, ""
     if hook == "user-prompt-submit":
-        app.prompt_submitted(session.key, _text(payload, "prompt"))
+        if session.yielded or session.blocks:  # else nothing to clear: no lock, no write
+            from ..api.app import App
+
+            App(cwd=_cwd(payload)).prompt_submitted(session.key, _text(payload, "prompt"))
         return _QUIET, ""
+    from ..api.app import App
+
     active = payload.get("stop_hook_active")
+    app = App(cwd=_cwd(payload))
     outcome = app.stop(session.key, active if isinstance(active, bool) else None)
     if outcome.reply is None or outcome.decision == "allow":
         return _QUIET, ""
