@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from conftest import ROOT, Ran, smllm
 from smllm import __version__ as smllm_version
 from smllm.errors import SmllmError
 from smllm.harness.install.command import smllm_executable
+from smllm.harness.install.jsonfile import is_own_command
 from smllm.harness.install.region import REGION
 from smllm.machine.configs.config import read_config
 
@@ -52,8 +54,6 @@ json.dump(data, open(path, "w"))
 @pytest.fixture
 def claude_env(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
     """`env` with a fake `claude` first on PATH, logging its arguments to tmp/claude.log."""
-    import sys
-
     bin_dir = tmp_path / "fakebin"
     bin_dir.mkdir()
     fake = bin_dir / "claude"
@@ -128,17 +128,8 @@ def test_install_writes_the_golden_files_then_nothing(
     assert text == golden.read_text()
     calls = claude_log(claude_env)
     if (name, scope) == ("claude", "user"):  # the server went through `claude mcp add-json`
-        entry = {"type": "stdio", "command": ABS, "args": ["mcp"]}
-        assert calls == [
-            [
-                "mcp",
-                "add-json",
-                "--scope",
-                "user",
-                "smllm",
-                json.dumps(entry, separators=(",", ":")),
-            ]
-        ]
+        entry = json.dumps({"type": "stdio", "command": ABS, "args": ["mcp"]}).replace(", ", ",")
+        assert calls == [["mcp", "add-json", "--scope", "user", "smllm", entry.replace(": ", ":")]]
     else:
         assert calls == []
     again = harness(project, claude_env, "install", name, "--scope", scope, "--json")
@@ -531,6 +522,17 @@ def test_smllm_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     script.write_text("#!/bin/sh\n")
     script.chmod(0o755)
     assert smllm_executable() == str(script)  # the one beside the running Python wins
+
+
+def test_which_hook_commands_are_smllm_s() -> None:
+    for command in (
+        "smllm harness hook x y",
+        "'/a b/smllm' harness hook claude stop",
+        "C:\\s\\smllm.exe harness hook a b",
+    ):
+        assert is_own_command(command), command
+    for command in ("smllmx harness hook a b", "/x/smllm harness hooks a", "smllm harness", None):
+        assert not is_own_command(command), command
 
 
 def test_claude_plugin_agrees_with_install(project: Path, env: dict[str, str]) -> None:

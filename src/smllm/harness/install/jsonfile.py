@@ -28,6 +28,7 @@ __all__ = [
     "put_entry",
     "put_hooks",
     "put_value",
+    "runs_smllm",
     "value_state",
 ]
 
@@ -143,19 +144,24 @@ def drop_value(doc: dict[str, Any], path: tuple[str, ...], value: str) -> None:
 # -- hook handlers: {"hooks": {EVENT: [{"matcher"?, "hooks": [HANDLER…]}]}} -----------------
 
 
-def is_own_command(command: Any) -> bool:
-    """Whether a hook command is smllm's: `smllm`, or any path whose file name is `smllm`,
-    then `harness hook `."""
+def runs_smllm(command: Any, *args: str) -> bool:
+    """Whether a command runs `smllm`, or any path whose file name is `smllm`, with `args`
+    first: a quoted path is read as a POSIX shell would, a bare one split at spaces (a Windows
+    path keeps its backslashes)."""
     if not isinstance(command, str):
         return False
     try:
-        words = shlex.split(command)
+        words = shlex.split(command) if command[:1] in ("'", '"') else command.split()
     except ValueError:
-        words = command.split()
-    if len(words) < 3 or words[1:3] != ["harness", "hook"]:
         return False
-    name = os.path.basename(words[0].replace("\\", "/"))
-    return name in ("smllm", "smllm.exe")
+    if len(words) <= len(args) or words[1 : 1 + len(args)] != list(args):
+        return False
+    return os.path.basename(words[0].replace("\\", "/")) in ("smllm", "smllm.exe")
+
+
+def is_own_command(command: Any) -> bool:
+    """Whether a hook command is smllm's: `smllm` (any path to it), then `harness hook `."""
+    return runs_smllm(command, "harness", "hook")
 
 
 def _groups(doc: dict[str, Any], event: str) -> list[Any]:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 
-from .jsonfile import Broken, parse_json
+from .jsonfile import Broken, parse_json, runs_smllm
 from .parts import Where
 from .plan import Row
 from .writing import read_text
@@ -23,17 +22,6 @@ TESTED_WITH = {
 }
 
 
-def _runs_statusline(command: object) -> bool:
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        words = command.split()
-    name = os.path.basename(words[0].replace("\\", "/")) if words else ""
-    return name in ("smllm", "smllm.exe") and words[1:2] == ["statusline"]
-
-
 def _has_statusline(where: Where) -> bool:
     """Whether a Claude settings file of this scope (the user's, for a project too) has a
     `statusLine` running `smllm statusline`."""
@@ -43,7 +31,7 @@ def _has_statusline(where: Where) -> bool:
         for name in ("settings.json", "settings.local.json"):
             with contextlib.suppress(Broken):
                 line = parse_json(read_text(os.path.join(folder, name))).get("statusLine")
-                if isinstance(line, dict) and _runs_statusline(line.get("command")):
+                if isinstance(line, dict) and runs_smllm(line.get("command"), "statusline"):
                     return True
     return False
 
