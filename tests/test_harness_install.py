@@ -443,7 +443,7 @@ def test_claude_user_scope_mcp(project: Path, claude_env: dict[str, str]) -> Non
     dot = home / ".claude.json"
     dot.write_text('{"mcpServers": {"smllm": {"command": "/old/smllm", "args": ["mcp"]}}}')
     refused = harness(project, claude_env, "install", "claude", "--scope", "user")
-    assert refused.code == 1 and parts(refused)["mcp"] == "edited, left alone"
+    assert refused.code == 1 and "mcp: edited, left alone (~/.claude.json)" in refused.out
     assert claude_log(claude_env) == [] and not (home / ".claude").exists()
     assert harness(project, claude_env, "install", "claude", "--scope", "user", "--force").code == 0
     entry = {"type": "stdio", "command": ABS, "args": ["mcp"]}

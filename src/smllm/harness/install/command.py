@@ -78,7 +78,13 @@ def _check_name(name: str | None, scope: str) -> None:
 
 
 def _shown(path: str) -> str:
-    return shown_path(path)
+    """Relative to the current folder when inside it, else `~/…` under the home folder, else
+    absolute."""
+    shown = shown_path(path)
+    home = os.path.expanduser("~")
+    if os.path.isabs(shown) and home not in ("", "/") and shown.startswith(home + os.sep):
+        return "~" + shown[len(home) :]
+    return shown
 
 
 def _report(name: str, scope: str, rows: list[Row], notes: list[str]) -> dict[str, Any]:
