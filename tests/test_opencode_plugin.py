@@ -1,0 +1,483 @@
+"""The OpenCode plugin (src/smllm/harness/assets/opencode-plugin.js) under node, with a fake
+OpenCode (its `client`, its events and hooks) and a fake or the real smllm.
+
+Each scenario is a list of steps that a node driver plays against the plugin: bus events,
+`chat.message`, `experimental.chat.system.transform`; it records what the plugin asks of the
+client and what the transform made of the system messages. The fake smllm logs each hook call
+(argv and stdin) and answers what the test says.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import require_tool
+
+import smllm as smllm_package
+
+ASSET = Path(smllm_package.__file__).parent / "harness" / "assets" / "opencode-plugin.js"
+#: what `smllm harness install opencode` replaces with the smllm path as a JSON string
+TOKEN = "__SMLLM__"
+TITLE = "You are a title generator. You output ONLY a thread title. Nothing else."
+OPENCODE = "You are opencode, an interactive CLI tool that helps users with software tasks."
+
+DRIVER = r"""
+import { execFileSync } from "node:child_process"
+import { pathToFileURL } from "node:url"
+
+const [pluginPath, scenarioPath] = process.argv.slice(2)
+const steps = JSON.parse((await import("node:fs")).readFileSync(scenarioPath, "utf8"))
+const module = await import(pathToFileURL(pluginPath).href)
+const out = { exports: Object.keys(module), prompts: [], systems: [], calls: [] }
+const plugin = module.default
+out.id = plugin.id
+out.serverType = typeof plugin.server
+const useSync = steps.some((s) => s.op === "no-prompt-async")
+const session = {
+  prompt: async (args) => { out.prompts.push({ how: "prompt", ...args }); return { data: {} } },
+}
+if (!useSync) {
+  session.promptAsync = async (args) => {
+    out.prompts.push({ how: "promptAsync", ...args }); return { data: {} }
+  }
+}
+const directory = process.env.PLUGIN_DIRECTORY || "/the/project"
+const hooks = await plugin.server({ client: { session }, directory, worktree: "/" })
+out.hooks = Object.keys(hooks).sort()
+const pending = []
+let lastSystem = ""
+for (const step of steps) {
+  let done
+  if (step.op === "event") done = hooks.event({ event: step.event })
+  else if (step.op === "chat") {
+    const text = step.text === "<last prompt>"
+      ? out.prompts[out.prompts.length - 1].body.parts[0].text : step.text
+    done = hooks["chat.message"]({ sessionID: step.sessionID },
+      { message: {}, parts: [{ type: "text", text }] })
+  } else if (step.op === "system") {
+    const output = { system: [...step.system] }
+    const input = { sessionID: step.sessionID, model: {} }
+    done = hooks["experimental.chat.system.transform"](input, output)
+      .then(() => { out.systems.push(output.system); lastSystem = output.system.join("\n") })
+  } else if (step.op === "sleep") done = new Promise((r) => setTimeout(r, step.ms))
+  else if (step.op === "exec") {
+    const key = (lastSystem.match(/session (sm-[a-z0-9]+)/) || [])[1]
+    execFileSync(step.argv[0], step.argv.slice(1).map((a) => a.replace("{KEY}", key)),
+      { stdio: "ignore" })
+    done = Promise.resolve()
+  } else done = Promise.resolve()
+  if (step.nowait) pending.push(done)
+  else await done
+}
+await Promise.all(pending)
+console.log(JSON.stringify(out))
+"""
+
+FAKE = """\
+#!{python}
+import json, os, sys, time
+folder = os.environ["FAKE_SMLLM"]
+hook = sys.argv[-1]
+data = sys.stdin.read()
+with open(os.path.join(folder, "log.jsonl"), "a") as f:
+    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": json.loads(data)}}) + "\\n")
+def read(name, default):
+    path = os.path.join(folder, hook + name)
+    return open(path).read() if os.path.exists(path) else default
+time.sleep(float(read(".sleep", "0")))
+sys.stdout.write(read(".out", "{{}}\\n"))
+sys.stderr.write(read(".err", ""))
+sys.exit(int(read(".code", "0")))
+"""
+
+
+class Played:
+    def __init__(self, result: dict[str, Any], stderr: str, log: list[dict[str, Any]]) -> None:
+        self.result, self.stderr, self.log = result, stderr, log
+
+    @property
+    def hooks(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(c["argv"][-1], c["stdin"]) for c in self.log]
+
+    @property
+    def prompts(self) -> list[dict[str, Any]]:
+        prompts: list[dict[str, Any]] = self.result["prompts"]
+        return prompts
+
+
+def install(folder: Path, bin_path: str) -> Path:
+    """The plugin as the install writes it: the token replaced by the path as a JSON string."""
+    text = ASSET.read_text()
+    assert TOKEN in text
+    plugin = folder / "smllm.js"
+    plugin.write_text(text.replace(TOKEN, json.dumps(bin_path)))
+    return plugin
+
+
+def play(
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    answers: dict[str, str] | None = None,
+    bin_path: str | None = None,
+    env: dict[str, str] | None = None,
+) -> Played:
+    node = require_tool("node", "install Node.js 18 or later")
+    fake = tmp_path / "fake"
+    fake.mkdir(exist_ok=True)
+    if bin_path is None:
+        script = tmp_path / "smllm-fake"
+        script.write_text(FAKE.format(python=sys.executable))
+        script.chmod(0o755)
+        bin_path = str(script)
+    for name, value in (answers or {}).items():
+        (fake / name).write_text(value)
+    plugin = install(tmp_path, bin_path)
+    driver = tmp_path / "driver.mjs"
+    driver.write_text(DRIVER)
+    scenario = tmp_path / "scenario.json"
+    scenario.write_text(json.dumps(steps))
+    run_env = {**(os.environ if env is None else env), "FAKE_SMLLM": str(fake)}
+    proc = subprocess.run(
+        [node, str(driver), str(plugin), str(scenario)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=run_env,
+    )
+    assert proc.returncode == 0, proc.stderr
+    log_file = fake / "log.jsonl"
+    log = (
+        [json.loads(line) for line in log_file.read_text().splitlines()]
+        if log_file.exists()
+        else []
+    )
+    return Played(json.loads(proc.stdout), proc.stderr, log)
+
+
+def created(sid: str, parent: str | None = None) -> dict[str, Any]:
+    info: dict[str, Any] = {"id": sid, "title": "New session"}
+    if parent:
+        info["parentID"] = parent
+    return {
+        "op": "event",
+        "event": {"type": "session.created", "properties": {"sessionID": sid, "info": info}},
+    }
+
+
+def status(sid: str, kind: str) -> dict[str, Any]:
+    return {
+        "op": "event",
+        "event": {
+            "type": "session.status",
+            "properties": {"sessionID": sid, "status": {"type": kind}},
+        },
+    }
+
+
+def idle(sid: str) -> list[dict[str, Any]]:
+    """What OpenCode sends when a turn ends: status idle, then the deprecated session.idle."""
+    return [
+        status(sid, "idle"),
+        {"op": "event", "event": {"type": "session.idle", "properties": {"sessionID": sid}}},
+    ]
+
+
+def chat(sid: str, text: str, **more: Any) -> dict[str, Any]:
+    return {"op": "chat", "sessionID": sid, "text": text, **more}
+
+
+def system(sid: str, *parts: str) -> dict[str, Any]:
+    return {"op": "system", "sessionID": sid, "system": list(parts)}
+
+
+START = json.dumps(
+    {
+        "hookSpecificOutput": {
+            "hookEventName": "SessionStart",
+            "additionalContext": "<smllm>\nCTX\n</smllm>",
+        }
+    }
+)
+BLOCK = json.dumps({"decision": "block", "reason": "<smllm>\nBLOCK\n</smllm>"})
+
+
+# -- the module ----------------------------------------------------------------------------------
+
+
+def test_the_module_shape_and_the_load_log(tmp_path: Path) -> None:
+    played = play(tmp_path, [])
+    assert played.result["exports"] == ["default"]  # every named export must be a function
+    assert (played.result["id"], played.result["serverType"]) == ("smllm", "function")
+    assert played.result["hooks"] == ["chat.message", "event", "experimental.chat.system.transform"]
+    bin_path = str(tmp_path / "smllm-fake")
+    assert played.stderr == f"smllm: OpenCode plugin loaded ({bin_path})\n"
+    text = (tmp_path / "smllm.js").read_text()
+    assert TOKEN not in text and json.dumps(bin_path) in text
+    assert "import " not in text.replace('import { spawn } from "node:child_process"', "")
+
+
+def test_the_asset_without_the_path_runs_smllm_from_path() -> None:
+    text = ASSET.read_text()
+    assert f'typeof {TOKEN} === "string" ? {TOKEN} : "smllm"' in text
+
+
+# -- session start and the system messages -------------------------------------------------------
+
+
+def test_session_start_text_joins_the_first_system_message(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [
+            created("s1"),
+            system("s1", TITLE, "title extra"),
+            system("s1", OPENCODE, "environment"),
+            system("s1", OPENCODE),
+            system("s1"),
+        ],
+        {"session-start.out": START},
+    )
+    assert played.hooks == [("session-start", {"session_id": "s1", "cwd": "/the/project"})]
+    assert played.log[0]["argv"] == ["harness", "hook", "opencode", "session-start"]
+    ctx = "<smllm>\nCTX\n</smllm>"
+    assert played.result["systems"] == [
+        [TITLE, "title extra"],  # the title request gets nothing
+        [f"{OPENCODE}\n\n{ctx}", "environment"],  # never a second system message
+        [f"{OPENCODE}\n\n{ctx}"],  # every request: OpenCode doesn't keep it
+        [ctx],
+    ]
+
+
+def test_a_quiet_start_adds_nothing(tmp_path: Path) -> None:
+    played = play(tmp_path, [created("s1"), system("s1", OPENCODE)], {"session-start.out": "{}\n"})
+    assert played.result["systems"] == [[OPENCODE]]
+
+
+def test_a_session_from_before_the_plugin_binds_at_its_first_message(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [chat("old", "hello"), system("old", OPENCODE)],
+        {"session-start.out": START},
+    )
+    assert [h for h, _ in played.hooks] == ["session-start", "user-prompt-submit"]
+    assert played.result["systems"] == [[f"{OPENCODE}\n\n<smllm>\nCTX\n</smllm>"]]
+
+
+def test_subagent_sessions_are_left_alone(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [
+            created("child", parent="s1"),
+            system("child", OPENCODE),
+            chat("child", "do the subtask"),
+            status("child", "busy"),
+            *idle("child"),
+        ],
+        {"session-start.out": START, "stop.out": BLOCK},
+    )
+    assert played.hooks == []
+    assert played.result["systems"] == [[OPENCODE]]
+    assert played.prompts == []
+
+
+# -- prompts -------------------------------------------------------------------------------------
+
+
+def test_a_user_message_runs_the_prompt_hook(tmp_path: Path) -> None:
+    played = play(tmp_path, [created("s1"), chat("s1", "fix issue GH-7")])
+    assert played.hooks[1] == (
+        "user-prompt-submit",
+        {"session_id": "s1", "cwd": "/the/project", "prompt": "fix issue GH-7"},
+    )
+
+
+# -- stops ---------------------------------------------------------------------------------------
+
+
+def test_a_block_is_sent_back_and_the_next_idle_is_continuing(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [
+            created("s1"),
+            chat("s1", "work"),
+            status("s1", "busy"),
+            *idle("s1"),  # two idle events for one turn: one stop
+            chat("s1", "<last prompt>"),  # OpenCode runs chat.message for the re-prompt too
+            status("s1", "busy"),
+            *idle("s1"),
+        ],
+        {"stop.out": BLOCK},
+    )
+    stops = [body for hook, body in played.hooks if hook == "stop"]
+    assert stops == [
+        {"session_id": "s1", "cwd": "/the/project", "stop_hook_active": False},
+        {"session_id": "s1", "cwd": "/the/project", "stop_hook_active": True},
+    ]
+    # the re-prompt is not a user prompt
+    assert [h for h, _ in played.hooks].count("user-prompt-submit") == 1
+    first = {
+        "how": "promptAsync",
+        "path": {"id": "s1"},
+        "body": {"parts": [{"type": "text", "text": "<smllm>\nBLOCK\n</smllm>"}]},
+    }
+    assert played.prompts == [first, first]  # the fake smllm blocks every time
+
+
+def test_a_user_message_between_ends_the_continuation(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [
+            created("s1"),
+            status("s1", "busy"),
+            *idle("s1"),
+            chat("s1", "<last prompt>"),
+            chat("s1", "actually, do something else"),
+            status("s1", "busy"),
+            *idle("s1"),
+        ],
+        {"stop.out": BLOCK},
+    )
+    stops = [body["stop_hook_active"] for hook, body in played.hooks if hook == "stop"]
+    assert stops == [False, False]
+
+
+def test_no_stop_after_an_abort_or_an_error(tmp_path: Path) -> None:
+    error = {
+        "type": "session.error",
+        "properties": {"sessionID": "s1", "error": {"name": "MessageAbortedError"}},
+    }
+    failed = {
+        "type": "message.updated",
+        "properties": {
+            "sessionID": "s1",
+            "info": {"role": "assistant", "sessionID": "s1", "error": {"name": "APIError"}},
+        },
+    }
+    played = play(
+        tmp_path,
+        [
+            created("s1"),
+            status("s1", "busy"),
+            {"op": "event", "event": error},
+            *idle("s1"),
+            chat("s1", "go on"),
+            {"op": "event", "event": failed},
+            *idle("s1"),
+            chat("s1", "and again"),
+            *idle("s1"),  # a turn that ends well stops as usual
+        ],
+        {"stop.out": BLOCK},
+    )
+    assert [h for h, _ in played.hooks].count("stop") == 1
+    assert len(played.prompts) == 1
+
+
+def test_an_idle_without_a_turn_runs_no_stop(tmp_path: Path) -> None:
+    played = play(tmp_path, [created("s1"), *idle("s1"), *idle("s1")], {"stop.out": BLOCK})
+    assert [h for h, _ in played.hooks] == ["session-start"]
+
+
+def test_no_re_prompt_once_a_new_turn_began(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [
+            created("s1"),
+            status("s1", "busy"),
+            {**idle("s1")[0], "nowait": True},  # the stop hook takes half a second …
+            {"op": "sleep", "ms": 150},
+            chat("s1", "the user types meanwhile"),  # … and the user starts a turn
+        ],
+        {"stop.out": BLOCK, "stop.sleep": "0.5"},
+    )
+    assert [h for h, _ in played.hooks].count("stop") == 1
+    assert played.prompts == []
+
+
+def test_prompt_stands_in_for_prompt_async(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [{"op": "no-prompt-async"}, created("s1"), status("s1", "busy"), *idle("s1")],
+        {"stop.out": BLOCK},
+    )
+    assert [p["how"] for p in played.prompts] == ["prompt"]
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        {"stop.code": "1", "stop.out": "", "stop.err": "error: the store is busy\n"},
+        {"stop.out": "not json"},
+        {"stop.out": '{"decision":"block"}'},
+    ],
+    ids=["failed", "not-json", "no-reason"],
+)
+def test_a_failing_hook_blocks_nothing(tmp_path: Path, answers: dict[str, str]) -> None:
+    played = play(
+        tmp_path,
+        [created("s1"), status("s1", "busy"), *idle("s1"), status("s1", "busy"), *idle("s1")],
+        answers,
+    )
+    assert played.prompts == []
+    if "stop.code" in answers:  # said once, however often it fails
+        assert played.stderr.count("smllm: the stop hook failed: error: the store is busy") == 1
+
+
+def test_a_missing_smllm_is_said_once(tmp_path: Path) -> None:
+    played = play(
+        tmp_path,
+        [created("s1"), system("s1", OPENCODE), chat("s1", "a"), chat("s1", "b")],
+        bin_path=str(tmp_path / "no-such-smllm"),
+    )
+    assert played.result["systems"] == [[OPENCODE]]
+    assert played.stderr.count("smllm: the user-prompt-submit hook failed") == 1
+    assert played.stderr.count("smllm: the session-start hook failed") == 1
+
+
+# -- with the real smllm -------------------------------------------------------------------------
+
+
+def test_with_the_real_smllm(tmp_path: Path, project: Path, env: dict[str, str]) -> None:
+    wrapper = tmp_path / "smllm"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m smllm "$@"\n')
+    wrapper.chmod(0o755)
+    enter = [
+        sys.executable, "-m", "smllm", "fire", "--session", "{KEY}", "enter",
+        "--param", "stateMachine=dev", "--param", "issueId=GH-3",
+    ]  # fmt: skip
+    steps = [
+        created("ses_1"),
+        system("ses_1", TITLE),
+        system("ses_1", OPENCODE),
+        chat("ses_1", "work on GH-3"),
+        {"op": "exec", "argv": enter},
+        status("ses_1", "busy"),
+        *idle("ses_1"),
+        chat("ses_1", "<last prompt>"),
+        status("ses_1", "busy"),
+        *idle("ses_1"),
+    ]
+    driver_env = {**env, "PLUGIN_DIRECTORY": str(project)}
+    played = play(tmp_path, steps, bin_path=str(wrapper), env=driver_env)
+    result = played.result
+    title, first = result["systems"]
+    assert title == [TITLE]
+    [start] = first
+    assert start.startswith(OPENCODE + "\n\n<smllm>\nsession sm-")
+    key = re.search(r"session (sm-[a-z0-9]+) · idle", start)
+    assert key is not None
+    reason = result["prompts"][0]["body"]["parts"][0]["text"]
+    assert reason.startswith(f"<smllm>\nsession {key[1]} · dev › PLAN · issue GH-3\n")
+    assert "<instructions>" not in reason
+    assert len(result["prompts"]) == 1  # the second stop was the runaway: let through
+    shown = subprocess.run(
+        [sys.executable, "-m", "smllm", "session", "show", key[1], "--audit"],
+        capture_output=True, text=True, env=env, cwd=project, timeout=60,
+    )  # fmt: skip
+    kinds = [line.split("  ")[1] for line in shown.stdout.splitlines()]
+    assert kinds == ["bind", "event", "block", "runaway"]
