@@ -25,9 +25,8 @@ from smllm.machine.configs.config import read_config
 ABS = smllm_executable()  # what the CLI, run with this Python, writes
 GOLDEN = ROOT / "golden" / "harness"
 REPO = ROOT.parent
-SCOPES = [(h, "project") for h in ("claude", "codex", "copilot", "opencode", "agents")] + [
-    (h, "user") for h in ("claude", "codex", "copilot", "opencode")
-]
+NAMES = ("claude", "codex", "copilot", "opencode", "agents")
+SCOPES = [(h, "project") for h in NAMES] + [(h, "user") for h in NAMES[:-1]]
 
 FAKE_CLAUDE = """\
 #!{python}
@@ -358,6 +357,7 @@ def test_declining_every_part_uninstalls(project: Path, env: dict[str, str]) -> 
     after = snapshot(project)
     assert {p: v[0] for p, v in after.items()} == {p: v[0] for p, v in before.items()}
     assert agents.read_text() == "# Mine\n"
+    assert sorted(p.name for p in project.iterdir()) == [".smllm", "AGENTS.md"]  # no folders left
     status = harness(project, env, "status", "--json")
     listed = {h["harness"] for h in json.loads(status.out)["harnesses"]}
     assert listed == {"claude", "codex", "copilot", "opencode"}  # declined parts aren't missing
@@ -551,9 +551,7 @@ def test_claude_plugin_agrees_with_install(project: Path, env: dict[str, str]) -
     assert plugin_mcp == {**installed_mcp, "command": "smllm"}
 
 
-def test_trust_notes_go_once_the_client_trusts_the_project(
-    project: Path, env: dict[str, str]
-) -> None:
+def test_trust_notes_go_once_trusted(project: Path, env: dict[str, str]) -> None:
     codex_note = "note: Codex reads .codex/ only in a trusted project"
     claude_note = "note: Claude Code ignores the permission in .claude/settings.json until"
     assert codex_note in harness(project, env, "install", "codex").err

@@ -236,7 +236,7 @@ def _install(args: Namespace) -> int:
     try:
         for path, (text, empty) in plan.writes.items():
             if text is None:
-                remove_file(path, empty)
+                remove_file(path, empty, where.root if where.scope == "project" else where.home)
             else:
                 write_text(path, text)
         new_config = with_declined(config_text, name, gone)

@@ -55,11 +55,19 @@ def write_text(path: str, text: str) -> None:
         raise
 
 
-def remove_file(path: str, empty: str) -> None:
-    """Delete a file smllm emptied; a symlink instead keeps its target, holding `empty`.
-    Raises OSError."""
+def remove_file(path: str, empty: str, stop: str) -> None:
+    """Delete a file smllm emptied, then the folders inside `stop` (the project or home folder)
+    that this left empty; a symlink instead keeps its target, holding `empty`. Raises
+    OSError."""
     if os.path.islink(path):
         write_text(path, empty)
         return
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
+    folder = os.path.dirname(path)
+    while folder.startswith(stop.rstrip(os.sep) + os.sep):
+        try:
+            os.rmdir(folder)
+        except OSError:  # not empty: the user's files stay, and the folders above them
+            return
+        folder = os.path.dirname(folder)
