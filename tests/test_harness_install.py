@@ -58,11 +58,8 @@ def claude_env(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
     fake = bin_dir / "claude"
     fake.write_text(FAKE_CLAUDE.format(python=sys.executable))
     fake.chmod(0o755)
-    return {
-        **env,
-        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}",
-        "FAKE_CLAUDE_LOG": str(tmp_path / "claude.log"),
-    }
+    log = str(tmp_path / "claude.log")
+    return {**env, "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}", "FAKE_CLAUDE_LOG": log}
 
 
 def harness(cwd: Path, env: dict[str, str], *args: str) -> Ran:
@@ -390,6 +387,13 @@ def test_file_that_does_not_parse(
     assert f"note: {Path(path)} doesn't parse" in status.err
 
 
+def test_unmakeable_folder_stops_all_writes(project: Path, env: dict[str, str]) -> None:
+    (project / ".github").write_text("")
+    ran = harness(project, env, "install", "copilot", "--json")
+    assert ran.code == 1 and json.loads(ran.out)["error"].startswith("can't write .github")
+    assert not (project / "AGENTS.md").exists() and not (project / ".mcp.json").exists()
+
+
 def test_status_lists_installed_harnesses(project: Path, env: dict[str, str]) -> None:
     empty = harness(project, env, "status", "--json")
     assert empty.code == 0 and json.loads(empty.out) == {"scope": "project", "harnesses": []}
@@ -510,16 +514,13 @@ def test_project_root_is_the_nearest_smllm_folder(project: Path, env: dict[str, 
 
 
 def test_smllm_executable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
-
     monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
-    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     with pytest.raises(SmllmError, match="can't find the smllm executable"):
         smllm_executable()
-    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/smllm")
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/bin/smllm")
     assert smllm_executable() == "/usr/bin/smllm"
-    script = tmp_path / "smllm"
-    script.write_text("#!/bin/sh\n")
+    (script := tmp_path / "smllm").write_text("#!/bin/sh\n")
     script.chmod(0o755)
     assert smllm_executable() == str(script)  # the one beside the running Python wins
 

@@ -195,6 +195,14 @@ def _refuse(
     return 1
 
 
+def _cant_write(exc: OSError, fallback: str) -> SmllmError:
+    """`error: can't write PATH: REASON`, exit 1 (the CLI prints it, and for --json its one
+    object)."""
+    failed = SmllmError(f"can't write {_shown(str(exc.filename or fallback))}: {exc.strerror}")
+    failed.exit_code = 1
+    return failed
+
+
 def _install(args: Namespace) -> int:
     name: str = args.name
     as_json = bool(args.json)
@@ -222,6 +230,16 @@ def _install(args: Namespace) -> int:
     ]
     if errors:
         return _refuse(name, where, plan, errors, as_json, bool(plan.edited))
+    writes = dict(plan.writes)
+    new_config = with_declined(config_text, name, gone)
+    if new_config != (config_text or ""):
+        writes[config] = (new_config, "")
+    try:  # folders first: one that can't be made stops the install before anything is written
+        for path, (text, _) in writes.items():
+            if text is not None:
+                os.makedirs(os.path.dirname(os.path.realpath(path)), exist_ok=True)
+    except OSError as exc:
+        raise _cant_write(exc, config) from None
     if plan.external is not None:
         state, want = plan.external
         part = next(p for p in parts if p.kind == "external")
@@ -233,18 +251,14 @@ def _install(args: Namespace) -> int:
         if after != ("missing" if want is None else "current"):
             error = f"claude mcp ran, but {_shown(part.path)} doesn't show it; nothing was written"
             return _refuse(name, where, plan, [error], as_json, False)
+    stop = where.root if where.scope == "project" else where.home
     try:
-        for path, (text, empty) in plan.writes.items():
+        for path, (text, empty) in writes.items():
             if text is None:
-                remove_file(path, empty, where.root if where.scope == "project" else where.home)
+                remove_file(path, empty, stop)
             else:
                 write_text(path, text)
-        new_config = with_declined(config_text, name, gone)
-        if new_config != (config_text or ""):
-            write_text(config, new_config)
     except OSError as exc:
-        where_ = exc.filename or config
-        sys.stderr.write(f"error: can't write {_shown(str(where_))}: {exc.strerror or exc}\n")
-        return 1
+        raise _cant_write(exc, config) from None
     _print(_report(name, where.scope, plan.rows, notes_for(name, where, plan.rows)), as_json)
     return 0
