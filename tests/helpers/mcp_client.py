@@ -238,21 +238,26 @@ def fuzz_lines() -> Any:
     return st.lists(st.one_of(as_json, as_json, repeated, garbage), min_size=1, max_size=6)
 
 
-def is_request(line: bytes) -> Any:
-    """The id a well-formed request on this line must be answered with, else None."""
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or value.get("jsonrpc") != "2.0":
-        return None
-    id_, method = value.get("id"), value.get("method")
-    valid_id = isinstance(id_, str) or (isinstance(id_, int) and not isinstance(id_, bool))
-    return id_ if valid_id and isinstance(method, str) else None
+def _refuse(name: str) -> Any:
+    raise ValueError(name)
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value - value != 0:
+        raise ValueError(text)
+    return value
+
+
+def _valid_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 class Fuzzer:
-    """Throws lines at one running server and records what went wrong (an empty list: none)."""
+    """Throws lines at one running server and records what went wrong. The rules: a JSON object
+    with a usable id (a string or an integer) and a `method` gets exactly one answer with that
+    id; one with a usable id and no `method` (a response, or junk) at most one; anything else
+    at most answers with a null id. Usable ids are made unique first."""
 
     def __init__(self, server: McpProcess) -> None:
         self.server = server
@@ -260,22 +265,27 @@ class Fuzzer:
         self.problems: list[str] = []
         self.tracebacks = self.hangs = self.not_json = self.wrong_answers = 0
 
-    def _unique(self, line: bytes) -> bytes:
-        """The line with a well-formed request's id made unique (ids never repeat)."""
-        if is_request(line) is None:
-            return line
-        value = json.loads(line)
+    def _sorted(self, line: bytes) -> tuple[bytes, Any, bool]:
+        """(the line to send, its id or None, whether an answer is owed)."""
+        try:  # as strictly as the server reads: no NaN, no Infinity, no number past a double
+            value = json.loads(line, parse_constant=_refuse, parse_float=_finite)
+        except (ValueError, RecursionError):
+            return line, None, False
+        if not isinstance(value, dict) or not _valid_id(value.get("id")):
+            return line, None, False
         self.count += 1
         value["id"] = f"fz-{self.count}" if isinstance(value["id"], str) else 10**9 + self.count
-        return json.dumps(value).encode()
+        return json.dumps(value).encode(), value["id"], "method" in value
 
-    def run(self, lines: list[bytes], timeout: float = 20) -> None:
+    def run(self, lines: list[bytes], timeout: float = 20) -> list[str]:
+        """Send one example's lines and check the answers; the problems found."""
+        found: list[str] = []
         owed: dict[Any, int] = {}
+        allowed: set[Any] = set()
         for raw in lines:
-            line = self._unique(raw)
-            id_ = is_request(line)
+            line, id_, must = self._sorted(raw)
             if id_ is not None:
-                owed[id_] = owed.get(id_, 0) + 1
+                (owed.__setitem__(id_, 1) if must else allowed.add(id_))
             self.server.send_raw(line)
         self.count += 1
         sentinel = f"sentinel-{self.count}"
@@ -283,29 +293,32 @@ class Fuzzer:
         owed[sentinel] = 1
         deadline = time.monotonic() + timeout
         while any(owed.values()):
-            left = deadline - time.monotonic()
             try:
-                message = self.server.read(timeout=max(left, 0.01))
+                message = self.server.read(timeout=max(deadline - time.monotonic(), 0.01))
             except NotJson as exc:
                 self.not_json += 1
-                self.problems.append(str(exc))
+                found.append(str(exc))
                 continue
             except AssertionError:
                 self.hangs += 1
-                self.problems.append(f"no answer for {owed} after {lines!r}")
-                return
+                found.append(f"no answer for {owed} after {lines!r}")
+                break
             if message is None:
                 self.hangs += 1
-                self.problems.append(f"the server ended after {lines!r}: {self.server.stderr()}")
-                return
+                found.append(f"the server ended after {lines!r}: {self.server.stderr()}")
+                break
             id_ = message.get("id")
             if id_ is None:
                 continue  # an error about a line with no usable id
-            if owed.get(id_, 0) <= 0:
+            if owed.get(id_, 0) > 0:
+                owed[id_] -= 1
+            elif id_ in allowed:
+                allowed.discard(id_)
+            else:
                 self.wrong_answers += 1
-                self.problems.append(f"unexpected answer {message} after {lines!r}")
-                continue
-            owed[id_] -= 1
+                found.append(f"unexpected answer {message} after {lines!r}")
         if "Traceback" in self.server.stderr() and not self.tracebacks:
             self.tracebacks += 1
-            self.problems.append(f"a traceback on stderr after {lines!r}: {self.server.stderr()}")
+            found.append(f"a traceback on stderr after {lines!r}: {self.server.stderr()}")
+        self.problems += found
+        return found
