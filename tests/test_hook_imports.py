@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import Ran, smllm
@@ -61,11 +62,16 @@ sys.argv = {argv!r}
 
 
 def loaded(
-    args: list[str] | None, cwd: Path, env: dict[str, str], out: Path, bare: bool = False
+    args: list[str] | None,
+    cwd: Path,
+    env: dict[str, str],
+    out: Path,
+    bare: bool = False,
+    stdin: str = "",
 ) -> tuple[Ran, set[str]]:
     """Run `python -m smllm ARGS` (a bare interpreter when None); its result and sys.modules.
     `bare`: without site (-S), whose .pth files may import re or typing themselves, so that
-    smllm's own imports show; smllm is then found through PYTHONPATH."""
+    smllm's own imports show; smllm is then found through PYTHONPATH. `stdin`: its input."""
     run = "runpy.run_module('smllm', run_name='__main__', alter_sys=True)" if args else "pass"
     code = _WRAPPER.format(out=str(out), argv=["smllm", *(args or [])], run=run)
     flags = ["-S"] if bare else []
@@ -78,18 +84,21 @@ def loaded(
         capture_output=True,
         text=True,
         timeout=60,
+        input=stdin,
     )
     names = set(out.read_text().split()) if out.exists() else set()
     out.unlink(missing_ok=True)
     return Ran(proc.returncode, proc.stdout, proc.stderr), names
 
 
-def slow(args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path) -> list[str]:
+def slow(
+    args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path, stdin: str = ""
+) -> list[str]:
     """The SLOW_STDLIB modules `smllm ARGS` imports, run without site (see `loaded`), that an
     interpreter without site doesn't already have."""
     ran, base = loaded(None, cwd, env, tmp_path / "bare-base.txt", bare=True)
     assert ran.code == 0, ran.err
-    ran, names = loaded(args, cwd, env, tmp_path / "bare.txt", bare=True)
+    ran, names = loaded(args, cwd, env, tmp_path / "bare.txt", bare=True, stdin=stdin)
     assert ran.code == 0, ran.err
     assert "smllm.cli.main" in names  # smllm ran
     return sorted(n for n in names - base if n in SLOW_STDLIB)
@@ -248,3 +257,104 @@ def test_prompt_files_are_read_without_slow_modules(
     shown = smllm(["session", "show", key], project, env)
     assert "Plan from a file.\n" in shown.out
     assert slow(["session", "show", key], project, env, tmp_path) == []
+
+
+# -- the hooks (cli-and-harnesses.md §5): every harness, every hook -----------------------------
+
+HOOK_HARNESSES = ["claude", "codex", "copilot", "opencode"]
+#: (hook, what the session is doing, what the hook answers)
+HOOK_CASES = [
+    ("session-start", "new", "context"),
+    ("session-start", "held", "context"),
+    ("user-prompt-submit", "held", "{}"),  # nothing to clear
+    ("user-prompt-submit", "blocked", "{}"),  # clears the block
+    ("stop", "held", "block"),
+    ("stop", "blocked", "runaway"),
+    ("stop", "idle", "{}"),
+    ("stop", "yielded", "{}"),
+    ("stop", "unbound", "{}"),
+]
+
+
+def _hook_input(name: str, host: str, project: Path, **more: Any) -> str:
+    field = "sessionId" if name == "copilot" else "session_id"
+    return json.dumps({field: host, "cwd": str(project), **more})
+
+
+def _hook(name: str, hook: str, stdin: str, project: Path, env: dict[str, str]) -> Ran:
+    return smllm(["harness", "hook", name, hook], project, env, stdin=stdin)
+
+
+def _hook_session(name: str, doing: str, project: Path, env: dict[str, str]) -> None:
+    """Bind host session `h1` of harness `name` and bring it to `doing`."""
+    if doing in ("new", "unbound"):
+        return
+    ran = _hook(name, "session-start", _hook_input(name, "h1", project), project, env)
+    assert ran.code == 0, ran
+    answer = json.loads(ran.out)
+    text = answer.get("additionalContext") or answer["hookSpecificOutput"]["additionalContext"]
+    key = text.split("\n")[1].split(" ")[1]
+    if doing == "idle":
+        return
+    fire = ["fire", "--session", key]
+    entered = smllm([*fire, "enter", "--param", "stateMachine=dev", "--param", "issueId=GH-7"],
+                    project, env)  # fmt: skip
+    assert entered.code == 0, entered
+    if doing == "yielded":
+        assert smllm([*fire, "yield"], project, env).code == 0
+    if doing == "blocked":
+        stop = _hook(name, "stop", _hook_input(name, "h1", project, stop_hook_active=False),
+                     project, env)  # fmt: skip
+        assert "block" in stop.out, stop
+
+
+@pytest.mark.parametrize("name", HOOK_HARNESSES)
+@pytest.mark.parametrize(
+    ("hook", "doing", "answer"), HOOK_CASES, ids=[f"{h}-{d}" for h, d, _ in HOOK_CASES]
+)
+def test_hooks_import_nothing_heavy(
+    project: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    baseline: set[str],
+    name: str,
+    hook: str,
+    doing: str,
+    answer: str,
+) -> None:
+    """Hooks run on every prompt and stop: the warm path imports no heavy package and none of
+    the slower standard modules; the prompt hook and allowing stops load no config."""
+    _hook_session(name, doing, project, env)
+    smllm(["validate"], project, env)  # the compiled machine cache is warm
+    stdin = _hook_input(name, "h1", project, stop_hook_active=doing == "blocked", prompt="next")
+    args = ["harness", "hook", name, hook]
+
+    ran, names = loaded(args, project, env, tmp_path / "hook.txt", stdin=stdin)
+
+    assert ran.code == 0, ran.err
+    if answer == "context":
+        assert '"additionalContext":"<smllm>' in ran.out
+    elif answer == "block":
+        assert ran.out.startswith('{"decision":"block","reason":"<smllm>')
+    else:
+        assert ran.out == "{}\n"
+        assert ran.err.startswith("<smllm>") == (answer == "runaway")
+    assert "smllm.harness.hook" in names  # the hook ran: the test can fail
+    assert forbidden(names, baseline) == []
+    assert not {"argparse", "smllm.cli.parser"} & names
+    if hook != "session-start":  # no config lookup: the bound session names its configs
+        assert "smllm.machine.configs.config" not in names
+    if hook == "user-prompt-submit" or doing in ("idle", "unbound"):
+        assert "smllm.machine.configs.cache" not in names, "loaded the configs"
+    if hook == "user-prompt-submit" and doing == "held":  # nothing to clear: no engine
+        assert "smllm.api.app" not in names
+    if doing == "unbound":
+        assert "smllm.api.app" not in names
+    # the run above moved the session on: back to where it was, for the run without site
+    if hook == "stop" and doing == "held":
+        prompt = _hook_input(name, "h1", project, prompt="go on")
+        assert _hook(name, "user-prompt-submit", prompt, project, env).code == 0
+    if hook == "user-prompt-submit" and doing == "blocked":
+        again = _hook_input(name, "h1", project, stop_hook_active=False)
+        assert "block" in _hook(name, "stop", again, project, env).out
+    assert slow(args, project, env, tmp_path, stdin=stdin) == []

@@ -175,6 +175,11 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
 
             App(cwd=_cwd(payload)).prompt_submitted(session.key, _text(payload, "prompt"))
         return _QUIET, ""
+    if session.holding is None:
+        # rule 2: idle stops freely, without loading the configs (§5: an allowing stop
+        # shouldn't); a session that a crash left idle while an instance names it as holder
+        # is repaired by its next fire or view (engine.md §7.1, §10)
+        return _QUIET, ""
     from ..api.app import App
 
     active = payload.get("stop_hook_active")
