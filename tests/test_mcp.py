@@ -157,27 +157,27 @@ def test_codex_handshake(project: Path, env: dict[str, str]) -> None:
         assert proc.close() == 0
 
 
-@pytest.mark.parametrize(
-    ("asked", "answered"),
-    [
-        ("2024-11-05", "2024-11-05"),
-        ("2025-03-26", "2025-03-26"),
-        ("2025-06-18", "2025-06-18"),
-        ("2025-11-25", "2025-11-25"),
-        ("2026-07-28", "2025-11-25"),  # Claude drops a server answering this
-        ("2023-01-01", "2025-11-25"),
-        ("", "2025-11-25"),
-        (5, "2025-11-25"),
-        (None, "2025-11-25"),
-    ],
-)
-def test_version_negotiation(
-    project: Path, env: dict[str, str], asked: object, answered: str
-) -> None:
+VERSIONS = [
+    ("2024-11-05", "2024-11-05"),
+    ("2025-03-26", "2025-03-26"),
+    ("2025-06-18", "2025-06-18"),
+    ("2025-11-25", "2025-11-25"),
+    ("2026-07-28", "2025-11-25"),  # Claude drops a server answering this
+    ("2023-01-01", "2025-11-25"),
+    ("", "2025-11-25"),
+    (5, "2025-11-25"),
+    (None, "2025-11-25"),
+]
+
+
+def test_version_negotiation(project: Path, env: dict[str, str]) -> None:
     with McpProcess(project, env) as proc:
-        params = {} if asked is None else {"protocolVersion": asked}
-        answer = proc.request("initialize", params)
-        assert answer["result"] == initialize_result(answered)
+        for asked, answered in VERSIONS:
+            params = {} if asked is None else {"protocolVersion": asked}
+            answer = proc.request("initialize", params)
+            assert answer["result"] == initialize_result(answered), asked
+        answer = proc.request("initialize")  # no params at all
+        assert answer["result"] == initialize_result("2025-11-25")
 
 
 def test_tools_list_is_exactly_the_spec(server: McpProcess) -> None:
@@ -228,7 +228,9 @@ def test_golden_transcript_over_mcp(project: Path, env: dict[str, str]) -> None:
         assert proc.stderr() == ""
 
 
-def test_keyless_enter_makes_an_mcp_session(server: McpProcess, project: Path, env: dict[str, str]) -> None:  # noqa: E501
+def test_keyless_enter_makes_an_mcp_session(
+    server: McpProcess, project: Path, env: dict[str, str]
+) -> None:
     text, is_error = server.tool(**ENTER)
     assert not is_error
     key = key_of(text)
@@ -258,9 +260,7 @@ def test_refusal_is_an_error_result(server: McpProcess) -> None:
 # -- call errors (cli-and-harnesses.md §3, §4) -----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("arguments", "expected"),
-    [
+CALL_ERRORS = [
         ({}, f"error: to see where you are, {PASS_KEY}"),
         (None, f"error: to see where you are, {PASS_KEY}"),
         ({"session": None, "event": ""}, f"error: to see where you are, {PASS_KEY}"),
@@ -276,14 +276,17 @@ def test_refusal_is_an_error_result(server: McpProcess) -> None:
         ({"event": "enter", "params": [["stateMachine", "dev"]]},
          "error: params must be an object"),
         ({"event": "enter", "params": 0}, "error: params must be an object"),
-    ],
-)  # fmt: skip
-def test_call_errors(server: McpProcess, arguments: Any, expected: str) -> None:
-    message: dict[str, Any] = {"name": "smllm"}
-    if arguments is not None:
-        message["arguments"] = arguments
-    answer = server.request("tools/call", message)
-    assert answer["result"] == {"content": [{"type": "text", "text": expected}], "isError": True}
+]  # fmt: skip
+
+
+def test_call_errors(server: McpProcess) -> None:
+    for arguments, expected in CALL_ERRORS:
+        message: dict[str, Any] = {"name": "smllm"}
+        if arguments is not None:
+            message["arguments"] = arguments
+        answer = server.request("tools/call", message)
+        result = {"content": [{"type": "text", "text": expected}], "isError": True}
+        assert answer["result"] == result, arguments
 
 
 def test_another_tool_is_a_protocol_error(server: McpProcess) -> None:
@@ -317,7 +320,10 @@ def test_a_param_given_twice(server: McpProcess) -> None:
     answer = server.read()
     assert answer is not None and answer["id"] == "twice"
     assert answer["result"]["isError"] is True
-    assert "error: enter got param stateMachine more than once" in answer["result"]["content"][0]["text"]  # noqa: E501
+    assert (
+        "error: enter got param stateMachine more than once"
+        in answer["result"]["content"][0]["text"]
+    )
     # the key the reader uses to pass the pairs on can't be forged by a client
     forged = [["stateMachine", "dev"], ["stateMachine", "dev"]]
     text, is_error = server.tool(**ENTER, **{"\x00smllm-params-pairs": forged})
@@ -411,39 +417,41 @@ def test_config_option(project: Path, env: dict[str, str], tmp_path: Path) -> No
 # -- the stream itself -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("line", "code", "id"),
-    [
-        (b"garbage", -32700, None),
-        (b'{"jsonrpc":"2.0","id":1,"method":"ping"', -32700, None),
-        (b"\xff\xfe{}", -32700, None),
-        (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":NaN}}', -32700, None),
-        (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":1e999}}', -32700, None),
-        (b"[" * 100_000, -32700, None),
-        (b"[]", -32600, None),
-        (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600, None),
-        (b"5", -32600, None),
-        (b'{"jsonrpc":"1.0","id":8,"method":"ping"}', -32600, 8),
-        (b'{"id":8,"method":"ping"}', -32600, 8),
-        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, None),
-        (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600, None),
-        (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, None),
-        (b'{"jsonrpc":"2.0","id":9,"method":5}', -32600, 9),
-        (b'{"jsonrpc":"2.0","id":9,"method":"ping","params":[]}', -32600, 9),
-        (b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{}}}', -32602, 9),
-        (b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"smllm","arguments":5}}', -32602, 9),  # noqa: E501
-        (b'{"jsonrpc":"2.0","id":"x","method":"no/such/method"}', -32601, "x"),
-    ],
-)
-def test_bad_lines_get_an_error_and_the_server_goes_on(
-    server: McpProcess, line: bytes, code: int, id: Any
-) -> None:
-    server.send_raw(line)
-    answer = server.read()
-    assert answer is not None
-    assert answer["jsonrpc"] == "2.0"
-    assert answer["id"] == id and answer["error"]["code"] == code, answer
-    assert server.request("ping")["result"] == {}
+BAD_LINES = [
+    (b"garbage", -32700, None),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping"', -32700, None),
+    (b"\xff\xfe{}", -32700, None),
+    (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":NaN}}', -32700, None),
+    (b'{"jsonrpc":"2.0","id":7,"method":"ping","params":{"x":1e999}}', -32700, None),
+    (b"[" * 100_000, -32700, None),
+    (b"[]", -32600, None),
+    (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', -32600, None),
+    (b"5", -32600, None),
+    (b'{"jsonrpc":"1.0","id":8,"method":"ping"}', -32600, 8),
+    (b'{"id":8,"method":"ping"}', -32600, 8),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', -32600, None),
+    (b'{"jsonrpc":"2.0","id":9,"method":5}', -32600, 9),
+    (b'{"jsonrpc":"2.0","id":9,"method":"ping","params":[]}', -32600, 9),
+    (b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"arguments":{}}}', -32602, 9),
+    (
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"smllm","arguments":5}}',
+        -32602,
+        9,
+    ),
+    (b'{"jsonrpc":"2.0","id":"x","method":"no/such/method"}', -32601, "x"),
+]
+
+
+def test_bad_lines_get_an_error_and_the_server_goes_on(server: McpProcess) -> None:
+    for line, code, id in BAD_LINES:
+        server.send_raw(line)
+        answer = server.read()
+        assert answer is not None, line
+        assert answer["jsonrpc"] == "2.0"
+        assert answer["id"] == id and answer["error"]["code"] == code, (line, answer)
+        assert server.request("ping")["result"] == {}
 
 
 def test_what_gets_no_answer(server: McpProcess) -> None:
@@ -492,10 +500,14 @@ def test_fuzz_one_server(project: Path, env: dict[str, str]) -> None:
         )
         @given(fuzz_lines())
         def one(lines: list[bytes]) -> None:
+            examples.append(len(lines))
             assert fuzzer.run(lines, timeout=5) == []
+
+        examples: list[int] = []
 
         started = time.monotonic()
         one()
+        assert len(examples) >= 200  # the run really ran
         assert proc.request("ping")["result"] == {}
         assert proc.close() == 0
         assert "Traceback" not in proc.stderr()
