@@ -122,10 +122,16 @@ def test_the_model_saw_every_block(played: Played) -> None:
     # 6: yield
     assert has(tool_results(6), t["yielded"])
     # 7: the resumed conversation: the session start shows where the session is, then the
-    # second prompt (which clears the yield: see the audit)
+    # second prompt (which clears the yield: see the audit). OpenCode's second run goes on in
+    # the same server session, so no session start runs, and the plugin keeps adding the one
+    # text it got at session.created: the idle list, stale by now
     assert has(context(7), scenario.FIRST_PROMPT)
-    assert has(context(7), t["resumed"])
     assert has(context(7), scenario.SECOND_PROMPT)
+    if p.client.resume_restarts:
+        assert has(context(7), t["resumed"])
+    else:
+        assert not has(context(7), t["resumed"])
+        assert has(context(7), t["idle"])
     # 8: done: DONE, then idle
     assert has(tool_results(8), t["done"])
 
