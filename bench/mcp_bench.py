@@ -212,7 +212,7 @@ def fuzz(python: str, root: str, env: dict[str, str], n: int) -> None:
         code = server.close() if alive else server.proc.returncode
         seconds = time.perf_counter() - t0
     heading(f"fuzz: {n} inputs in {seconds:.0f} s")
-    print(f"  requests answered: {fuzzer.count}")
+    print(f"  ids checked (the lines' own, made unique, and a ping after each): {fuzzer.count}")
     print(f"  tracebacks on stderr: {fuzzer.tracebacks}")
     print(f"  hangs (an answer missing, or the server gone): {fuzzer.hangs}")
     print(f"  non-JSON lines on stdout: {fuzzer.not_json}")

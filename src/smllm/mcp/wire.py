@@ -139,9 +139,12 @@ class Wire:
         self.broken = False
 
     def send(self, message: dict[str, Any]) -> None:
-        # ASCII (json's \uXXXX escapes): a lone surrogate, which a client can send as an
-        # escape and see echoed back, has no UTF-8 form
-        data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        try:
+            data = text.encode("utf-8") + b"\n"
+        except UnicodeEncodeError:  # a lone surrogate (a client's "\ud800" echoed back) has no
+            # UTF-8 form: the message in ASCII, with JSON's \uXXXX escapes
+            data = json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n"
         with self.lock:
             if self.broken:
                 return
