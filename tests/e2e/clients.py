@@ -239,16 +239,19 @@ class Codex(Client):
             f"\n[projects.{json.dumps(str(self.box.project))}]\n"
             'trust_level = "trusted"\n'
         )
-        # Codex gives an MCP server only a fixed list of variables (HOME, PATH, USER…), so
-        # `smllm mcp` would open another store than the hooks; the install doesn't forward
-        # smllm's variables (yet), so the test adds them to its entry. (A `-c` override or a
-        # user-config entry of the same name replaces the project's entry instead.)
+        # Two lines the install doesn't write (yet), added to its entry: Codex gives an MCP
+        # server only a fixed list of variables (HOME, PATH, USER…), so without env_vars
+        # `smllm mcp` opens another store than the hooks; and `codex exec` sends its first
+        # request after about a second without the tools of a server not ready by then (smllm's
+        # tools/list waits for the SDK's import, 1 – 2 s on a busy machine) unless the server
+        # is `required`. (A `-c` override or a user-config entry of the same name replaces the
+        # project's entry instead of adding to it.)
         installed = self.box.project / ".codex" / "config.toml"
         entry = "[mcp_servers.smllm]\n"
-        forward = f"env_vars = {json.dumps(list(XDG))}\n"
+        added = f"env_vars = {json.dumps(list(XDG))}\nrequired = true\n"
         text = installed.read_text()
-        if "env_vars" not in text:
-            installed.write_text(text.replace(entry, entry + forward))
+        assert entry in text and "env_vars" not in text, text
+        installed.write_text(text.replace(entry, entry + added))
 
     def env(self) -> dict[str, str]:
         return {**self.box.env, "CODEX_HOME": str(self.codex_home), "FAKE_API_KEY": "sk-dummy"}
