@@ -325,10 +325,28 @@ def test_a_param_given_twice(server: McpProcess) -> None:
         "error: enter got param stateMachine more than once"
         in answer["result"]["content"][0]["text"]
     )
-    # the key the reader uses to pass the pairs on can't be forged by a client
-    forged = [["stateMachine", "dev"], ["stateMachine", "dev"]]
-    text, is_error = server.tool(**ENTER, **{"\x00smllm-params-pairs": forged})
+    # the ticket under which the reader keeps a call's arguments from the SDK can't be forged
+    text, is_error = server.tool(**ENTER, **{"smllm-ticket": 1})
     assert not is_error, text
+    text, is_error = server.tool(**{"smllm-ticket": 2})
+    assert (text, is_error) == (f"error: to see where you are, {PASS_KEY}", True)
+
+
+def test_params_nested_deep(server: McpProcess) -> None:
+    """Refused by the engine in its words, at any depth the JSON parser reads (the SDK's models
+    alone would refuse a few hundred levels with a bare -32602)."""
+    for depth in (65, 300, 900):
+        nested = "[" * depth + '"GH-1"' + "]" * depth
+        server.send_raw(
+            '{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"smllm",'
+            '"arguments":{"event":"enter","params":{"stateMachine":"dev","issueId":'
+            + nested
+            + "}}}}"
+        )
+        answer = server.read()
+        assert answer is not None and answer["result"]["isError"] is True, answer
+        text = answer["result"]["content"][0]["text"]
+        assert "error: enter params nest more than 64 levels deep" in text, depth
 
 
 def test_json_params_and_guard_output(project: Path, env: dict[str, str]) -> None:

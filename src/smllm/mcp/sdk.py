@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from .. import __version__
 from .texts import AGENT_RULES, TOOL
 from .tool import Caller, UnknownTool
-from .wire import INVALID_REQUEST, Inbox, Wire, error_response
+from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ __all__ = ["build", "run"]
 INVALID_PARAMS = -32602
 
 
-def build(caller: Caller) -> Server[Any, Any]:
+def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
     """The SDK's low-level server with smllm's one tool."""
     server: Server[Any, Any] = Server("smllm", version=__version__, instructions=AGENT_RULES)
     tool = types.Tool.model_validate(TOOL)
@@ -42,7 +42,8 @@ def build(caller: Caller) -> Server[Any, Any]:
         # on the event loop's thread, to the end: calls run one at a time, and a command a
         # call runs gets the main thread's signal handling (processes.py)
         try:
-            text, is_error = caller.call(request.params.name, request.params.arguments)
+            arguments, pairs = stash.take(request.params.arguments)
+            text, is_error = caller.call(request.params.name, arguments, pairs)
         except UnknownTool as exc:
             raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
@@ -53,12 +54,12 @@ def build(caller: Caller) -> Server[Any, Any]:
     return server
 
 
-async def run(wire: Wire, inbox: Inbox, caller: Caller) -> None:
+async def run(wire: Wire, inbox: Inbox, stash: Stash, caller: Caller) -> None:
     """Serve the forwarded messages until the reader's None, then the answers still owed."""
     import asyncio
     import math
 
-    server = build(caller)
+    server = build(caller, stash)
     to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
     sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
     owed = _Owed()

@@ -15,7 +15,7 @@ import os
 import sys
 
 from .tool import Caller
-from .wire import INVALID_REQUEST, Inbox, Wire, error_response, sort_line
+from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response, sort_line
 
 __all__ = ["serve"]
 
@@ -28,7 +28,8 @@ def serve(config: str | None) -> int:
     gc.enable()  # the CLI turns it off for short commands; a server lives long
     wire = Wire(_protocol_fd())
     inbox = Inbox()
-    reader = threading.Thread(target=_read, args=(wire, inbox), name="smllm-mcp-reader")
+    stash = Stash()
+    reader = threading.Thread(target=_read, args=(wire, inbox, stash), name="smllm-mcp-reader")
     reader.daemon = True
     reader.start()
     try:
@@ -40,7 +41,7 @@ def serve(config: str | None) -> int:
         return 2
     _quiet_logging()
     gc.freeze()  # the imports' objects: never scanned again
-    anyio.run(sdk.run, wire, inbox, Caller(config))
+    anyio.run(sdk.run, wire, inbox, stash, Caller(config))
     return 0
 
 
@@ -54,7 +55,7 @@ def _protocol_fd() -> int:
     return fd
 
 
-def _read(wire: Wire, inbox: Inbox) -> None:
+def _read(wire: Wire, inbox: Inbox, stash: Stash) -> None:
     """The reader thread: each line sorted (wire.sort_line); None at the end of input."""
     try:
         stdin = os.fdopen(0, "rb", closefd=False)
@@ -63,7 +64,7 @@ def _read(wire: Wire, inbox: Inbox) -> None:
             if not line:
                 continue
             try:
-                what, message = sort_line(line)
+                what, message = sort_line(line, stash)
             except Exception as exc:  # never a traceback: answer what can be answered
                 sys.stderr.write(f"smllm mcp: unreadable message: {type(exc).__name__}\n")
                 what, message = "reply", error_response(None, INVALID_REQUEST, "Invalid Request")

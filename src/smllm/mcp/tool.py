@@ -1,7 +1,8 @@
 """The `smllm` tool's call (cli-and-harnesses.md §4): arguments in, (text, isError) out.
 
-No MCP SDK here: the server hands in the arguments as read, with the params' (name, value)
-pairs as they stood in the raw JSON (repeated names kept), and gets back the result's text.
+No MCP SDK here: the server hands in the arguments as its reader parsed them from the raw
+line, with the params' (name, value) pairs as they stood there when a name was repeated, and
+gets back the result's text.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["PAIRS_KEY", "Caller", "UnknownTool"]
+__all__ = ["Caller", "UnknownTool"]
 
-#: the argument key under which the server's reader passes the params' raw (name, value) pairs;
-#: the reader always sets or removes it, so a client's own key of this name never arrives
-PAIRS_KEY = "\x00smllm-params-pairs"
+Pairs = list[tuple[str, "Any"]]
 
 
 class UnknownTool(Exception):
@@ -41,16 +40,13 @@ class _Refused(Exception):
     pass
 
 
-def _params(arguments: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+def _params(arguments: dict[str, Any], pairs: Pairs | None) -> tuple[tuple[str, Any], ...]:
     raw = arguments.get("params")
     if raw is None:
         return ()
     if not isinstance(raw, dict):
         raise _Refused("params must be an object")
-    pairs = arguments.get(PAIRS_KEY)
-    if isinstance(pairs, list):
-        return tuple((str(name), value) for name, value in pairs)
-    return tuple(raw.items())
+    return tuple(pairs if pairs is not None else raw.items())
 
 
 class Caller:
@@ -60,15 +56,18 @@ class Caller:
         self.config = config
         self.app = App(config=config)
 
-    def call(self, name: object, arguments: dict[str, Any] | None) -> tuple[str, bool]:
-        """(text, isError) for one tools/call; UnknownTool for another tool's name."""
+    def call(
+        self, name: object, arguments: dict[str, Any] | None, pairs: Pairs | None = None
+    ) -> tuple[str, bool]:
+        """(text, isError) for one tools/call; UnknownTool for another tool's name. `pairs`:
+        the params' (name, value) pairs in order, when the raw JSON repeated a name."""
         if name != "smllm":
             raise UnknownTool(name)
         arguments = arguments or {}
         try:
             session = _text_argument(arguments, "session")
             event = _text_argument(arguments, "event")
-            params = _params(arguments)
+            params = _params(arguments, pairs)
         except _Refused as exc:
             return f"error: {exc}", True
         try:

@@ -10,8 +10,10 @@ Each line read is sorted here before the MCP SDK sees it:
   answers `server/discover` with -32602, and Claude Code and Copilot need -32601);
 - a notification other than `notifications/initialized` and `notifications/cancelled`, or a
   response (smllm sends no requests): dropped;
-- the rest goes to the SDK, a `tools/call`'s params with their raw (name, value) pairs (a name
-  repeated in the JSON kept) under `PAIRS_KEY`, since the SDK's own parse keeps the last only.
+- the rest goes to the SDK, a `tools/call`'s arguments left with the reader (a `Stash`) and
+  replaced by a ticket: the SDK's parse would keep only the last of a repeated param name, and
+  its models refuse values nested a few hundred levels deep, which the engine refuses in its
+  own words; the tool's handler takes them back by the ticket.
 
 Nothing here imports the SDK.
 """
@@ -24,7 +26,6 @@ import threading
 
 from ..engine.rules import STRICT_JSON
 from .texts import initialize_result
-from .tool import PAIRS_KEY
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ __all__ = [
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
+    "TICKET",
     "Inbox",
+    "Stash",
     "Wire",
     "error_response",
     "sort_line",
@@ -77,11 +80,39 @@ class _Parsed:
 
         self.value: Any = json.loads(text, object_pairs_hook=hook, **STRICT_JSON)
 
-    def pairs(self, obj: dict[str, Any]) -> list[tuple[str, Any]]:
-        return self.repeated.get(id(obj)) or list(obj.items())
+
+#: the one argument of a tools/call as the SDK sees it: the reader's ticket for the real ones
+TICKET = "smllm-ticket"
+#: how many tickets a stash keeps: one the SDK refused (never taken) is dropped this many later
+_KEPT = 10_000
 
 
-def sort_line(line: bytes) -> tuple[str, Any]:
+class Stash:
+    """tools/call arguments, by ticket: put by the reader thread, taken by the tool's handler
+    (dict operations are atomic, so no lock)."""
+
+    def __init__(self) -> None:
+        self.items: dict[int, tuple[dict[str, Any], list[tuple[str, Any]] | None]] = {}
+        self.last = 0
+
+    def put(self, arguments: dict[str, Any], pairs: list[tuple[str, Any]] | None) -> int:
+        self.last += 1
+        self.items[self.last] = (arguments, pairs)
+        self.items.pop(self.last - _KEPT, None)
+        return self.last
+
+    def take(self, arguments: object) -> tuple[dict[str, Any] | None, list[tuple[str, Any]] | None]:
+        """The arguments (and pairs) a ticket stands for; others as they are."""
+        if isinstance(arguments, dict) and len(arguments) == 1:
+            ticket = arguments.get(TICKET)
+            if isinstance(ticket, int):
+                found = self.items.pop(ticket, None)
+                if found is not None:
+                    return found
+        return (arguments if isinstance(arguments, dict) else None), None
+
+
+def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     """What to do with one line of standard input (without its newline): ("reply", the
     response to write), ("forward", the message for the SDK) or ("drop", None)."""
     try:
@@ -114,20 +145,19 @@ def sort_line(line: bytes) -> tuple[str, Any]:
     if method not in FORWARDED:
         return "reply", error_response(id_, METHOD_NOT_FOUND, f"Method not found: {method}")
     if method == "tools/call":
-        _keep_pairs(parsed, msg.get("params"))
+        _stash_arguments(parsed, msg.get("params"), stash)
     return "forward", msg
 
 
-def _keep_pairs(parsed: _Parsed, params: object) -> None:
+def _stash_arguments(parsed: _Parsed, params: object, stash: Stash) -> None:
     if not isinstance(params, dict):
         return
     arguments = params.get("arguments")
     if not isinstance(arguments, dict):
-        return
-    arguments.pop(PAIRS_KEY, None)
+        return  # null or absent: none; anything else: the SDK's -32602
     given = arguments.get("params")
-    if isinstance(given, dict) and id(given) in parsed.repeated:
-        arguments[PAIRS_KEY] = [list(pair) for pair in parsed.pairs(given)]
+    pairs = parsed.repeated.get(id(given)) if isinstance(given, dict) else None
+    params["arguments"] = {TICKET: stash.put(arguments, pairs)}
 
 
 class Wire:
