@@ -23,6 +23,7 @@ from smllm.harness.install.region import REGION
 from smllm.machine.configs.config import read_config
 
 ABS = smllm_executable()  # what the CLI, run with this Python, writes
+FORWARDED = '["XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "SMLLM_CONFIG"]'
 GOLDEN = ROOT / "golden" / "harness"
 REPO = ROOT.parent
 NAMES = ("claude", "codex", "copilot", "opencode", "agents")
@@ -183,10 +184,7 @@ def test_merges_keep_every_user_entry(project: Path, env: dict[str, str]) -> Non
     assert stat.S_IMODE(settings.stat().st_mode) == 0o600
     assert mcp.read_bytes().count(b"\r\n") == mcp.read_bytes().count(b"\n")  # CRLF kept
     servers = json.loads(mcp.read_text())
-    assert list(servers) == ["mcpServers", "z"] and list(servers["mcpServers"]) == [
-        "other",
-        "smllm",
-    ]
+    assert [*servers, *servers["mcpServers"]] == ["mcpServers", "z", "other", "smllm"]
 
 
 def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str, str]) -> None:
@@ -196,7 +194,8 @@ def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str
     config.write_text(original)
     assert harness(project, env, "install", "codex").code == 0
     added = (
-        f'\n[mcp_servers.smllm]\ncommand = "{ABS}"\nargs = ["mcp"]\ntool_timeout_sec = 600\n'
+        f'\n[mcp_servers.smllm]\ncommand = "{ABS}"\nargs = ["mcp"]\nenv_vars = {FORWARDED}\n'
+        "tool_timeout_sec = 600\n"
         'default_tools_approval_mode = "approve"\n'
     )
     assert config.read_text() == original + added

@@ -33,6 +33,7 @@ from .region import claude_target, drop_region, put_region, region_state
 from .tomlfile import table_drop, table_put, table_state
 
 __all__ = [
+    "CODEX_FORWARDED",
     "HARNESSES",
     "HOOK_TIMEOUT_S",
     "PERMISSION",
@@ -54,6 +55,10 @@ HOOK_TIMEOUT_S = 30
 
 #: Claude's permission for smllm's one MCP tool
 PERMISSION = "mcp__smllm__smllm"
+
+#: what Codex must pass to `smllm mcp` besides its fixed list (HOME, PATH, USER…), so the
+#: server finds the same store, configs and cache as the hooks, which get Codex's environment
+CODEX_FORWARDED = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "SMLLM_CONFIG")
 
 #: the OpenCode plugin's stand-in for the smllm path, replaced by a JSON string literal
 PLUGIN_TOKEN = "__SMLLM__"
@@ -221,6 +226,7 @@ def _part(where: Where, harness: str, name: str, path: str) -> Part:
         want: dict[str, Any] = {
             "command": where.smllm,
             "args": ["mcp"],
+            "env_vars": list(CODEX_FORWARDED),
             "tool_timeout_sec": 600,
             "default_tools_approval_mode": "approve",
         }
