@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tomlkit
 from conftest import require_tool
 
 from e2e.fake_model import Call
@@ -186,6 +187,9 @@ class Claude(Client):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
             "ENABLE_TOOL_SEARCH": "false",
+            # -p waits about 2 s for MCP servers, then sends its first request without the
+            # tools of one not ready (smllm's tools/list: 1 – 2 s on a busy machine)
+            "MCP_CONNECTION_NONBLOCKING": "false",
         }
 
     def run(self, prompt: str, resume: bool) -> Ran:
@@ -239,19 +243,20 @@ class Codex(Client):
             f"\n[projects.{json.dumps(str(self.box.project))}]\n"
             'trust_level = "trusted"\n'
         )
-        # Two lines the install doesn't write (yet), added to its entry: Codex gives an MCP
-        # server only a fixed list of variables (HOME, PATH, USER…), so without env_vars
-        # `smllm mcp` opens another store than the hooks; and `codex exec` sends its first
-        # request after about a second without the tools of a server not ready by then (smllm's
-        # tools/list waits for the SDK's import, 1 – 2 s on a busy machine) unless the server
-        # is `required`. (A `-c` override or a user-config entry of the same name replaces the
-        # project's entry instead of adding to it.)
+        # Codex gives an MCP server only a fixed list of variables (HOME, PATH, USER…): the
+        # install's entry forwards smllm's, or `smllm mcp` would open another store than the
+        # hooks. `codex exec` sends its first request after about a second without the tools
+        # of a server not ready by then (smllm's tools/list waits for the SDK's import, 1 – 2 s
+        # on a busy machine) unless the server is `required`, which the install doesn't write:
+        # the test adds it. (A `-c` override or a user-config entry of the same name replaces
+        # the project's entry instead of adding to it.)
         installed = self.box.project / ".codex" / "config.toml"
-        entry = "[mcp_servers.smllm]\n"
-        added = f"env_vars = {json.dumps(list(XDG))}\nrequired = true\n"
-        text = installed.read_text()
-        assert entry in text and "env_vars" not in text, text
-        installed.write_text(text.replace(entry, entry + added))
+        config = tomlkit.parse(installed.read_text())
+        entry = config["mcp_servers"]["smllm"]  # type: ignore[index]
+        assert set(XDG) <= set(entry.get("env_vars", [])), installed.read_text()
+        if "required" not in entry:
+            entry["required"] = True
+            installed.write_text(tomlkit.dumps(config))
 
     def env(self) -> dict[str, str]:
         return {**self.box.env, "CODEX_HOME": str(self.codex_home), "FAKE_API_KEY": "sk-dummy"}
