@@ -206,7 +206,7 @@ def fuzz(n: int, procs: int, script: str, root: str) -> None:
     env = _env(root)
     os.environ.update(env)
     project = Path(root) / "fuzz-project"
-    project.mkdir()
+    project.mkdir(parents=True)
     copy_example(str(project))
     os.chdir(project)
     prepare(project, env)

@@ -50,7 +50,6 @@ ID_LIMIT = 1024
 
 #: the field holding the client's session id
 _ID_FIELD = {"claude": "session_id", "codex": "session_id", "opencode": "session_id"}
-_QUIET: dict[str, Any] = {}
 
 
 class HookFailed(Exception):
@@ -147,17 +146,17 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
     if name == "claude" and "timestamp" in payload:
         # Copilot runs .claude/settings.json hooks too, and its payloads carry a timestamp
         # (Claude's don't): its own hooks do the work, this one stays out of it
-        return _QUIET, ""
+        return {}, ""
     host_session = _text(payload, _ID_FIELD.get(name, "sessionId"), ID_LIMIT)
     if host_session is None:
-        return _QUIET, ""
+        return {}, ""
     if hook == "session-start":
         from ..api.app import App
 
         cwd = _cwd(payload)
         bound = App(cwd=cwd).bind(name, host_session, cwd)
         if bound is None:  # no session and no config here: quiet outside smllm
-            return _QUIET, ""
+            return {}, ""
         from .starttext import start_text
 
         text = start_text(bound.reply)
@@ -168,30 +167,30 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
         }, ""
     session = _bound(name, host_session)
     if session is None:  # rule 1 of engine.md §9, and quiet outside smllm
-        return _QUIET, ""
+        return {}, ""
     if hook == "user-prompt-submit":
         if session.yielded or session.blocks:  # else nothing to clear: no lock, no write
             from ..api.app import App
 
             App(cwd=_cwd(payload)).prompt_submitted(session.key, _text(payload, "prompt"))
-        return _QUIET, ""
+        return {}, ""
     if session.holding is None:
         # rule 2: idle stops freely, without loading the configs (§5: an allowing stop
         # shouldn't); a session that a crash left idle while an instance names it as holder
         # is repaired by its next fire or view (engine.md §7.1, §10)
-        return _QUIET, ""
+        return {}, ""
     from ..api.app import App
 
     active = payload.get("stop_hook_active")
     app = App(cwd=_cwd(payload))
     outcome = app.stop(session.key, active if isinstance(active, bool) else None)
     if outcome.reply is None or outcome.decision == "allow":
-        return _QUIET, ""
+        return {}, ""
     from ..text.block import render
 
     text = render(outcome.reply)
     if outcome.decision == "runaway":
-        return _QUIET, text + "\n"
+        return {}, text + "\n"
     return {"decision": "block", "reason": text}, ""
 
 
