@@ -33,8 +33,15 @@ SETTLE = 120.0
 class Played:
     """What one client's session left: the model's requests, smllm's store and audit."""
 
-    def __init__(self, model: FakeModel, box: clients.Sandbox, client: clients.Client) -> None:
+    def __init__(
+        self,
+        model: FakeModel,
+        box: clients.Sandbox,
+        client: clients.Client,
+        between: list[dict[str, Any]],
+    ) -> None:
         self.model, self.box, self.client = model, box, client
+        self.between = between  # the sessions between the two runs
         listed = self.cli(["session", "list", "--json"])
         self.sessions: list[dict[str, Any]] = listed["sessions"]
         self.key = self.sessions[0]["key"] if self.sessions else ""
@@ -66,12 +73,13 @@ def play(name: str, root: Path) -> Played:
             first = client.run(scenario.FIRST_PROMPT, resume=False)
             assert first.code == 0, first.describe()
             settle(model, client, scenario.FIRST_RUN_STEPS, first)
+            between = smllm(["session", "list", "--json"], box.project, box.env)
             second = client.run(scenario.SECOND_PROMPT, resume=True)
             assert second.code == 0, second.describe()
             settle(model, client, scenario.ALL_STEPS, second)
         finally:
             client.close()
-        return Played(model, box, client)
+        return Played(model, box, client, json.loads(between.out)["sessions"])
 
 
 def settle(model: FakeModel, client: clients.Client, steps: int, ran: clients.Ran) -> None:
@@ -138,6 +146,10 @@ def test_the_model_saw_every_block(played: Played) -> None:
 
 def test_the_store_after_the_session(played: Played) -> None:
     p, name = played, played.client.harness
+    # after the first run: in WORK, yielded (so its stop was allowed), no block pending
+    assert [(s["yielded"], s["blocks"]) for s in p.between] == [(True, 0)]
+    assert p.between[0]["holding"] is not None
+    # after the second: its prompt cleared the yield, done took it back to idle
     assert len(p.sessions) == 1
     s = p.sessions[0]
     assert (s["harness"], s["cwd"], s["holding"]) == (name, str(p.box.project), None)
@@ -156,9 +168,9 @@ def test_the_hooks_audit(played: Played) -> None:
         "event planned PLAN → PLAN",
         "event planned PLAN → WORK",
         "event yield WORK → WORK",
-        "prompt",
+        "prompt yielded=True blocks=0",
         "event done WORK → DONE",
-    ]
+    ], json.dumps(p.audit, indent=1)
 
 
 def audit_line(a: dict[str, Any]) -> str:
@@ -166,6 +178,6 @@ def audit_line(a: dict[str, Any]) -> str:
         return f"bind {a['harness']}"
     if a["kind"] == "event":
         return f"event {a['event']} {a['from'] or '-'} → {a['to']}"
-    if a["kind"] == "prompt":
-        return "prompt"
+    if a["kind"] == "prompt":  # what the prompt cleared
+        return f"prompt yielded={a['yielded']} blocks={a['blocks']}"
     return f"{a['kind']} {a.get('state', '')}"
