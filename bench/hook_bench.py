@@ -21,6 +21,7 @@ tracebacks, hangs (> 5 s), stdout on failure, non-JSON (or wrong-form) stdout, i
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import shutil
@@ -198,10 +199,10 @@ def speed(python: str, script: str, root: str, runs: int) -> None:
 def fuzz(n: int, procs: int, script: str, root: str) -> None:
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from test_hook_fuzz import check, payloads, prepare, run_in_process
+    from test_hook_fuzz import check, payloads, prepare
 
     from smllm.cli.demo import copy_example
-    from smllm.harness.hook import HARNESSES, HOOKS
+    from smllm.harness.hook import HARNESSES, HOOKS, run_hook
 
     env = _env(root)
     os.environ.update(env)
@@ -212,6 +213,7 @@ def fuzz(n: int, procs: int, script: str, root: str) -> None:
     prepare(project, env)
 
     found: Counter[str] = Counter()
+    answers: Counter[str] = Counter()
     examples: list[str] = []
     calls = 0
     slowest = 0.0
@@ -227,9 +229,17 @@ def fuzz(n: int, procs: int, script: str, root: str) -> None:
     def one(stdin: bytes, harness: str) -> None:
         nonlocal calls, slowest
         for hook in HOOKS:
+            out, err = io.StringIO(), io.StringIO()
             t0 = time.monotonic()
-            wrong = run_in_process(harness, hook, stdin)
-            slowest = max(slowest, time.monotonic() - t0)
+            try:
+                code = run_hook(harness, hook, stdin=stdin, stdout=out, stderr=err, environ={})
+            except BaseException as exc:  # an exception escaping run_hook is a traceback
+                code, err = -1, io.StringIO(f"Traceback: {exc!r}")
+            seconds = time.monotonic() - t0
+            slowest = max(slowest, seconds)
+            o, e = out.getvalue(), err.getvalue()
+            wrong = check(harness, hook, code, o, e, seconds)
+            answers[_kind(code, o, e)] += 1
             calls += 1
             for kind in wrong:
                 found[kind] += 1
@@ -242,6 +252,7 @@ def fuzz(n: int, procs: int, script: str, root: str) -> None:
     one()
     took = time.monotonic() - began
     print(f"\n== fuzz: {calls} in-process hook calls ({n} payloads x 3 hooks) in {took:.0f} s ==")
+    print("  answers: " + ", ".join(f"{k} {v}" for k, v in sorted(answers.items())))
     _counts(found, slowest, examples)
 
     found.clear()
@@ -280,6 +291,17 @@ def fuzz(n: int, procs: int, script: str, root: str) -> None:
                     examples.append(f"{kind}: {what}")
     print(f"\n== fuzz: {len(saved)} real processes of the installed script (4 at a time) ==")
     _counts(found, slowest, examples)
+
+
+def _kind(code: int, out: str, err: str) -> str:
+    """What a hook answered, for the fuzz's tally."""
+    if code != 0:
+        return "failed (exit 1)" if code == 1 else f"exit {code}"
+    if out.startswith('{"decision":"block"'):
+        return "block"
+    if "additionalContext" in out:
+        return "session text"
+    return "runaway" if err.startswith("<smllm>") else "quiet {}"
 
 
 def _counts(found: Counter[str], slowest: float, examples: list[str]) -> None:
