@@ -30,9 +30,16 @@ from conftest import require_tool
 from e2e.fake_model import Call
 
 CLIENTS = Path(__file__).resolve().parent.parent / "clients"
-BIN = CLIENTS / "node_modules" / ".bin"
+MODULES = CLIENTS / "node_modules"
+#: each client's executable; OpenCode's is its linux-x64 package's binary (package.json says why)
+BINARIES = {
+    "claude": MODULES / ".bin" / "claude",
+    "codex": MODULES / ".bin" / "codex",
+    "copilot": MODULES / ".bin" / "copilot",
+    "opencode": MODULES / "opencode-linux-x64" / "bin" / "opencode",
+}
 #: Copilot unpacks its 235 MB JS package into HOME on first start; one copy serves every run
-COPILOT_PKG = CLIENTS / "node_modules" / ".copilot-pkg-cache"
+COPILOT_PKG = MODULES / ".copilot-pkg-cache"
 INSTALL = "npm ci --prefix tests/clients"
 #: smllm's folders (conftest's `env` fixture sets the same ones)
 XDG = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")
@@ -92,7 +99,7 @@ def sandbox(root: Path) -> Sandbox:
 
 
 def client_bin(name: str) -> str:
-    path = BIN / name
+    path = BINARIES[name]
     if not path.exists():
         pytest.fail(f"needs the pinned {name} client: {INSTALL} (scripts/test installs it)")
     return require_tool(str(path), INSTALL)
