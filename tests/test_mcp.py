@@ -92,6 +92,28 @@ states:
 """  # noqa: E501
 
 
+SLOW = """\
+id: slow
+description: Waits.
+initial: START
+meta:
+  smllm: 1
+  events:
+    wait: { description: Wait. }
+states:
+  START:
+    meta: { entryPoint: true }
+    entry: { type: prompt, params: { text: "Start." } }
+    on:
+      wait:
+        - { target: DONE, guard: { type: command, params: { run: "sleep 3" } } }
+        - { target: START, reenter: true }
+  DONE:
+    type: final
+    entry: { type: prompt, params: { text: "Done." } }
+"""
+
+
 @pytest.fixture
 def server(project: Path, env: dict[str, str]) -> Any:
     with McpProcess(project, env) as proc:
@@ -367,6 +389,31 @@ def test_json_params_and_guard_output(project: Path, env: dict[str, str]) -> Non
         assert proc.rest() == []
         assert "GUARD-STDOUT" not in proc.stderr()  # kept by the guard's own pipe
         assert "GUARD-FD1" in proc.stderr()  # fd 1 of the server is its stderr
+
+
+def test_list_and_ping_while_a_call_runs(project: Path, env: dict[str, str]) -> None:
+    """tools/list, ping and initialize never wait for a call (nor for the SDK's import)."""
+    write_machine(project, "slow", SLOW)
+    with McpProcess(project, env) as proc:
+        proc.initialize()
+        text, is_error = proc.tool(event="enter", params={"stateMachine": "slow"})
+        assert not is_error, text
+        arguments = {"session": key_of(text), "event": "wait"}
+        proc.send(
+            {
+                "jsonrpc": "2.0",
+                "id": "slow",
+                "method": "tools/call",
+                "params": {"name": "smllm", "arguments": arguments},
+            }
+        )
+        proc.send({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        proc.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
+        proc.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {}})
+        answers = [proc.read() for _ in range(4)]
+        assert [a["id"] for a in answers if a is not None] == ["list", "ping", "init", "slow"]
+        assert "slow › DONE" in answers[3]["result"]["content"][0]["text"]  # type: ignore[index]
+        assert proc.close() == 0
 
 
 def test_an_edited_machine_is_reloaded(server: McpProcess, project: Path) -> None:

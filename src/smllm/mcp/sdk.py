@@ -1,9 +1,9 @@
 """The part of `smllm mcp` that runs on the official `mcp` SDK (1.x low-level server).
 
 Imported only by `serve`, after the reader thread has started: importing the SDK is most of
-the server's start-up time. The SDK gets the messages `wire.sort_line` forwards (ping,
-tools/list, tools/call and two notifications) and answers them; its answers go out through
-the same `Wire` as the reader's own.
+the server's start-up time. The SDK gets the messages `wire.sort_line` forwards (tools/call,
+notifications/initialized and notifications/cancelled) and answers them; its answers go out
+through the same `Wire` as the reader's own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
 from .. import __version__
-from .texts import AGENT_RULES, TOOL
+from .texts import AGENT_RULES
 from .tool import Caller, UnknownTool
 from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response
 
@@ -30,13 +30,9 @@ INVALID_PARAMS = -32602
 
 
 def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
-    """The SDK's low-level server with smllm's one tool."""
+    """The SDK's low-level server with smllm's one tool's calls (tools/list is answered by
+    the reader, from texts.TOOL)."""
     server: Server[Any, Any] = Server("smllm", version=__version__, instructions=AGENT_RULES)
-    tool = types.Tool.model_validate(TOOL)
-    listed = types.ServerResult(types.ListToolsResult(tools=[tool]))
-
-    async def list_tools(_request: types.ListToolsRequest) -> types.ServerResult:
-        return listed
 
     async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
         # on the event loop's thread, to the end: calls run one at a time, and a command a
@@ -49,7 +45,6 @@ def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         return types.ServerResult(types.CallToolResult(content=content, isError=is_error))
 
-    server.request_handlers[types.ListToolsRequest] = list_tools
     server.request_handlers[types.CallToolRequest] = call_tool
     return server
 

@@ -4,10 +4,11 @@ messages, and the answers that need no SDK.
 Each line read is sorted here before the MCP SDK sees it:
 
 - not JSON, or JSON that isn't a JSON-RPC message: answered here (-32700, -32600);
-- `initialize`: answered here at once, so a client gets its answer before the SDK (most of
-  start-up's time) is imported;
-- a request for any method but `ping`, `tools/list` and `tools/call`: -32601 here (the SDK
-  answers `server/discover` with -32602, and Claude Code and Copilot need -32601);
+- `initialize`, `tools/list` and `ping`: answered here at once, before the SDK (most of
+  start-up's time, 1-3 s) is imported: Claude Code (`-p`) and `codex exec` send their first
+  model request after 1-2 s with the tools of the servers ready by then, and no others;
+- a request for any other method but `tools/call`: -32601 here (the SDK answers
+  `server/discover` with -32602, and Claude Code and Copilot need -32601);
 - a notification other than `notifications/initialized` and `notifications/cancelled`, or a
   response (smllm sends no requests): dropped;
 - the rest goes to the SDK, a `tools/call`'s arguments left with the reader (a `Stash`) and
@@ -25,7 +26,7 @@ import os
 import threading
 
 from ..engine.rules import STRICT_JSON
-from .texts import initialize_result
+from .texts import TOOL, initialize_result
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -50,9 +51,9 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 
 #: what the SDK is given (requests and notifications)
-FORWARDED = frozenset(
-    {"ping", "tools/list", "tools/call", "notifications/initialized", "notifications/cancelled"}
-)
+FORWARDED = frozenset({"tools/call", "notifications/initialized", "notifications/cancelled"})
+#: the requests answered here, and their results
+_STATIC: dict[str, dict[str, Any]] = {"ping": {}, "tools/list": {"tools": [TOOL]}}
 
 
 def error_response(id: Any, code: int, message: str) -> dict[str, Any]:
@@ -142,6 +143,8 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     if method == "initialize":
         result = initialize_result(msg.get("params"))
         return "reply", {"jsonrpc": "2.0", "id": id_, "result": result}
+    if method in _STATIC:
+        return "reply", {"jsonrpc": "2.0", "id": id_, "result": _STATIC[method]}
     if method not in FORWARDED:
         return "reply", error_response(id_, METHOD_NOT_FOUND, f"Method not found: {method}")
     if method == "tools/call":
