@@ -8,6 +8,7 @@ A run that outlives its timeout fails the test as a hang."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -57,9 +58,13 @@ class Sandbox:
     env: dict[str, str]
 
 
+@dataclass(frozen=True)
 class Ran:
-    def __init__(self, argv: list[str], code: int, out: str, err: str, seconds: float) -> None:
-        self.argv, self.code, self.out, self.err, self.seconds = argv, code, out, err, seconds
+    argv: list[str]
+    code: int
+    out: str
+    err: str
+    seconds: float
 
     def describe(self) -> str:
         return (
@@ -121,10 +126,16 @@ def run(argv: list[str], cwd: Path, env: dict[str, str], timeout: float = TIMEOU
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_group(proc.pid)
         out, err = proc.communicate()
         pytest.fail(f"{argv[0]} hung (still running after {timeout} s)\n{err[-3000:]}")
+    kill_group(proc.pid)  # anything it left behind, such as an MCP server
     return Ran(argv, proc.returncode, out, err, time.monotonic() - start)
+
+
+def kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # none left
+        os.killpg(pid, signal.SIGKILL)
 
 
 def write_json(path: Path, value: object) -> None:
