@@ -161,8 +161,11 @@ def test_the_store_after_the_session(played: Played) -> None:
 def test_the_hooks_audit(played: Played) -> None:
     p, name = played, played.client.harness
     got = [audit_line(a) for a in p.audit]
+    # one bind, from the session-start hook's payload (the client's session id and folder);
+    # one prompt: the second run's. Copilot's prompt hook that fires again on the block's
+    # reason, and OpenCode's plugin re-prompting with it, write nothing
     assert got == [
-        f"bind {name}",
+        f"bind {name} {p.client.session_id} {p.box.project}",
         "event enter - → PLAN",
         "block PLAN",
         "event planned PLAN → PLAN",
@@ -175,7 +178,7 @@ def test_the_hooks_audit(played: Played) -> None:
 
 def audit_line(a: dict[str, Any]) -> str:
     if a["kind"] == "bind":
-        return f"bind {a['harness']}"
+        return f"bind {a['harness']} {a['hostSession']} {a['cwd']}"
     if a["kind"] == "event":
         return f"event {a['event']} {a['from'] or '-'} → {a['to']}"
     if a["kind"] == "prompt":  # what the prompt cleared
