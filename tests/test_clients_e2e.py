@@ -142,6 +142,13 @@ def test_the_model_saw_every_block(played: Played) -> None:
         assert has(context(7), t["idle"])
     # 8: done: DONE, then idle
     assert has(tool_results(8), t["done"])
+    # requests without tools (OpenCode's title request) never carry smllm's text
+    assert not [r.number for r in p.model.requests if not r.tools and has(r.strings, "<smllm>")]
+    if p.client.name == "opencode":
+        # the plugin appends its text to the first system message, on every main request
+        for r in p.model.main_requests():
+            first = r.body["messages"][0]
+            assert first["role"] == "system" and t["idle"] in first["content"], r.number
 
 
 def test_the_store_after_the_session(played: Played) -> None:
