@@ -283,3 +283,30 @@ def test_only_validate_prints_findings(project: Path, env: dict[str, str]) -> No
     )
     ran = smllm(["validate"], project, env)
     assert ran.code == 1 and ran.out.startswith(".smllm/bad.smllm.yaml:2:1: error: not valid YAML")
+
+
+def test_audit_json_keeps_the_record_kind(project: Path, env: dict[str, str]) -> None:
+    """A `block` record's detail names the instance kind; in JSON that is `instanceKind`, and
+    `kind` stays the record's own (it once read `issue` for a block)."""
+    start = smllm(
+        ["harness", "hook", "claude", "session-start"],
+        project,
+        env,
+        stdin=json.dumps({"session_id": "c-1", "cwd": str(project)}),
+    )
+    assert start.code == 0, start
+    key = json.loads(start.out)["hookSpecificOutput"]["additionalContext"].split()[2]
+    assert key.startswith("sm-"), start.out
+    entered = smllm(enter_args(key, "GH-7"), project, env)
+    assert entered.code == 0, entered
+    stop = smllm(
+        ["harness", "hook", "claude", "stop"],
+        project,
+        env,
+        stdin=json.dumps({"session_id": "c-1", "cwd": str(project), "stop_hook_active": False}),
+    )
+    assert json.loads(stop.out)["decision"] == "block", stop
+    audit = strict(smllm(["session", "show", key, "--audit", "--json"], project, env).out)
+    block = [a for a in audit["audit"] if a["kind"] == "block"]
+    assert len(block) == 1, audit
+    assert block[0]["instanceKind"] == "issue" and block[0]["state"] == "PLAN", block

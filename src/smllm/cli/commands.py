@@ -289,6 +289,15 @@ def fire(args: Namespace) -> int:
     return _reply(result, args.json)
 
 
+def _audit_json(at: str, kind: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """One audit record as JSON: `at` and `kind`, then its detail; a detail's own `kind` (the
+    instance kind of a `block` or `runaway`) is `instanceKind`, so it can't hide the record's."""
+    out: dict[str, Any] = {"at": at, "kind": kind}
+    for name, value in detail.items():
+        out["instanceKind" if name == "kind" else name] = value
+    return out
+
+
 def session(args: Namespace) -> int:
     if args.action == "new":
         return _session_new(args)
@@ -303,7 +312,7 @@ def session(args: Namespace) -> int:
             emit_json(
                 {
                     "session": args.key,
-                    "audit": [{"at": a.at, "kind": a.kind, **a.detail} for a in records],
+                    "audit": [_audit_json(a.at, a.kind, a.detail) for a in records],
                 }
             )
         else:
