@@ -406,7 +406,7 @@ class Player:
         elif left is not None:
             assert decision is Decision.BLOCK, (call, decision)
             assert reply is not None and left in (*reply.notes, reply.error), (call, reply)
-            self.check_written(call, old, new, holding=None)
+            self.check_written(call, old, new, holding=None, lastBlock=_digest(reply))
             assert added == [(key, "moved")], (call, added)
         elif old["blocks"] >= 1 and (continuing is not False or old["blocks"] >= 2):
             assert decision is Decision.RUNAWAY, (call, decision, old)
@@ -416,7 +416,7 @@ class Player:
             assert decision is Decision.BLOCK, (call, decision, old)
             assert reply is not None and reply.events is not None, call
             assert not reply.instructions, f"{call}: a blocked stop has no instructions"
-            self.check_written(call, old, new, blocks=old["blocks"] + 1)
+            self.check_written(call, old, new, blocks=old["blocks"] + 1, lastBlock=_digest(reply))
             assert added == [(key, "block")], (call, added)
 
     def check_prompt(self, call: str, key: str) -> None:
@@ -575,3 +575,12 @@ def play(base: Path, case: str, scenario: Scenario, check: bool) -> Played:
             return player.play()
         finally:
             player.peek.close()
+
+
+def _digest(reply: Reply) -> str:
+    """engine.md §9: a block records the digest of the text the hook shows, so the harness's
+    continuation prompt (that same text) is told from the user's."""
+    from smllm.engine.records import block_digest
+    from smllm.text.block import render
+
+    return block_digest(render(reply))
