@@ -488,18 +488,22 @@ def test_a_closed_stdout_is_quiet(project: Path, env: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "values",
-    [{"XDG_STATE_HOME": "/x/state"}, {"XDG_STATE_HOME": ""}, {}],
+    ("values", "folder"),
+    [
+        ({"XDG_STATE_HOME": "/x/state"}, "/x/state/smllm"),
+        ({"XDG_STATE_HOME": ""}, "/home/someone/.local/state/smllm"),
+        ({}, "/home/someone/.local/state/smllm"),
+    ],
     ids=["set", "empty", "unset"],
 )
-def test_the_hook_finds_the_user_store_where_the_api_does(
-    monkeypatch: pytest.MonkeyPatch, values: dict[str, str]
+def test_the_user_store_lives_in_the_state_home(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, str], folder: str
 ) -> None:
+    # the hooks and the API open it through this one function (smllm.store.user)
     from smllm.api.stores import user_store
-    from smllm.harness.hook import user_db
 
     monkeypatch.delenv("XDG_STATE_HOME", raising=False)
     monkeypatch.setenv("HOME", "/home/someone")
     for name, value in values.items():
         monkeypatch.setenv(name, value)
-    assert user_db() == user_store().path
+    assert user_store().path == f"{folder}/user.db"

@@ -11,24 +11,11 @@ from ..errors import StoreError
 from ..machine.model import Loaded, StoreSpec
 from ..store.base import InstanceStore, SessionStore
 from ..store.sqlite import SqliteStore
+from ..store.user import state_home, user_store
 
 __all__ = ["Stores", "state_home", "user_store"]
 
 STORE_FILE = "smllm.db"
-
-
-def state_home() -> str:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "smllm")
-
-
-def user_store() -> SqliteStore:
-    """The user's store: sessions, bindings and audits (engine.md §10). It commits with
-    `synchronous=NORMAL`: power loss may drop its last commits, which §7.1 repairs from the
-    instance records, so an accepted event waits for one device flush (the instance store's)."""
-    return SqliteStore(os.path.join(state_home(), "user.db"), durable=False)
 
 
 def open_store(spec: StoreSpec) -> InstanceStore:

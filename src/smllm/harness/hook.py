@@ -34,7 +34,6 @@ __all__ = [
     "HookFailed",
     "answer",
     "run_hook",
-    "user_db",
 ]
 
 HARNESSES = ("claude", "codex", "copilot", "opencode")
@@ -120,21 +119,11 @@ def _cwd(payload: Mapping[str, Any]) -> str:
     return os.path.abspath(cwd)
 
 
-def user_db() -> str:
-    """The user store's file: `api.stores.user_store()`'s, found without importing the API,
-    whose machine and engine modules a hook that finds no session (or nothing to clear) never
-    needs (tests/test_hooks.py checks that the two agree)."""
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
-        os.path.expanduser("~"), ".local", "state"
-    )
-    return os.path.join(base, "smllm", "user.db")
-
-
 def _bound(name: str, host_session: str) -> Session | None:
     """The session bound to the client's session, read without the API (read-only)."""
-    from ..store.sqlite import SqliteStore
+    from ..store.user import user_store
 
-    store = SqliteStore(user_db(), durable=False)
+    store = user_store()
     try:
         return store.binding(name, host_session)
     finally:
