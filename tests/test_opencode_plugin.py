@@ -481,3 +481,32 @@ def test_with_the_real_smllm(tmp_path: Path, project: Path, env: dict[str, str])
     )  # fmt: skip
     kinds = [line.split("  ")[1] for line in shown.stdout.splitlines()]
     assert kinds == ["bind", "event", "block", "runaway"]
+
+
+def test_the_system_text_follows_the_session(
+    tmp_path: Path, project: Path, env: dict[str, str]
+) -> None:
+    """OpenCode sends the system messages again with every request: after a user message the
+    plugin's text is the session's view by then, not the idle list it got at session.created."""
+    wrapper = tmp_path / "smllm"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m smllm "$@"\n')
+    wrapper.chmod(0o755)
+    enter = [
+        sys.executable, "-m", "smllm", "fire", "--session", "{KEY}", "enter",
+        "--param", "stateMachine=dev", "--param", "issueId=GH-4",
+    ]  # fmt: skip
+    steps = [
+        created("ses_2"),
+        system("ses_2", OPENCODE),
+        {"op": "exec", "argv": enter},
+        system("ses_2", OPENCODE),  # the same turn: the text it had
+        chat("ses_2", "go on"),
+        system("ses_2", OPENCODE),  # the next turn: the session's view now
+    ]
+    played = play(
+        tmp_path, steps, bin_path=str(wrapper), env={**env, "PLUGIN_DIRECTORY": str(project)}
+    )
+    first, same, after = (s[0] for s in played.result["systems"])
+    assert " · idle\n" in first and same == first
+    assert re.search(r"<smllm>\nsession sm-[a-z0-9]+ · dev › PLAN · issue GH-4\n", after), after
+    assert "<instructions>" in after

@@ -151,10 +151,6 @@ class Client:
     #: smllm's harness for this client (`smllm harness install NAME`)
     harness = ""
 
-    #: whether the second run starts the client session again (runs the session-start hook),
-    #: or goes on in the same process
-    resume_restarts = True
-
     def __init__(self, box: Sandbox, model_url: str) -> None:
         self.box = box
         self.model_url = model_url
@@ -359,8 +355,7 @@ class OpenCode(Client):
 
     name = harness = "opencode"
     # the second `run --attach --session` goes on in the same server session: no
-    # session.created, so no session start; the plugin keeps adding the text it had
-    resume_restarts = False
+    # session.created, so no session start; the plugin asks for the view at the user message
 
     def __init__(self, box: Sandbox, model_url: str) -> None:
         super().__init__(box, model_url)

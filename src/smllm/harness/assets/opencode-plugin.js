@@ -2,7 +2,8 @@
 // `smllm harness install opencode`. It maps OpenCode's events to smllm's hooks:
 //   session.created               -> `smllm harness hook opencode session-start`; its text is
 //                                    appended to the first system message of every request of
-//                                    that session but the title request
+//                                    that session but the title request, and asked for again
+//                                    at each user message (the session's view by then)
 //   a user chat.message           -> user-prompt-submit (not the plugin's own re-prompt)
 //   session.idle / status idle    -> stop; a block is sent back as a prompt, so the agent goes
 //                                    on, with stop_hook_active true on the idle that follows
@@ -190,8 +191,16 @@ async function server(ctx) {
     }
     continuing.delete(sessionID)
     reprompts.delete(sessionID)
-    await start(sessionID) // a session OpenCode had before the plugin loaded binds now
+    const known = starts.has(sessionID)
+    if (!known) await start(sessionID) // a session OpenCode had before the plugin loaded binds now
     await hookAnswer("user-prompt-submit", payload(sessionID, { prompt: text }), warn)
+    if (known) {
+      // the system text goes out again with every request, unlike a client's session-start
+      // context, which stays behind in the history: the session's view is asked for afresh at
+      // each user message, so the agent never reads a stale "idle" while it works in a state
+      starts.delete(sessionID)
+      await start(sessionID)
+    }
   }
 
   const systemTransform = async (input, output) => {
