@@ -201,9 +201,9 @@ class Claude(Client):
             "DISABLE_AUTOUPDATER": "1",
             "DISABLE_TELEMETRY": "1",
             "ENABLE_TOOL_SEARCH": "false",
-            # -p waits about 2 s for MCP servers, then sends its first request without the
-            # tools of one not ready (smllm's tools/list: 1 – 2 s on a busy machine)
-            "MCP_CONNECTION_NONBLOCKING": "false",
+            # no MCP_CONNECTION_NONBLOCKING=false: -p waits about 2 s for MCP servers, then
+            # sends its first request without the tools of one not ready; smllm mcp answers
+            # initialize and tools/list before its SDK is imported, well within that
         }
 
     def run(self, prompt: str, resume: bool) -> Ran:
