@@ -23,7 +23,7 @@ import pytest
 from conftest import Ran, enter_args, smllm
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_hooks import audit, block_text, context, held, hook, payload
+from test_hooks import audit, block_text, context, held, hook, payload, stop_process
 
 from smllm.harness.hook import HARNESSES, HOOKS, run_hook
 
@@ -388,15 +388,7 @@ def test_a_stdin_that_stays_open_does_not_hang(
     project: Path, env: dict[str, str], written: str
 ) -> None:
     held("claude", project, env)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "smllm", "harness", "hook", "claude", "stop"],
-        cwd=project,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = stop_process(project, env, text=True)
     try:
         assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
         proc.stdin.write(written)  # and left open for 10 s

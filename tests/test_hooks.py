@@ -470,17 +470,23 @@ def test_a_nul_in_cwd_is_a_failure(project: Path, env: dict[str, str]) -> None:
     assert ran.err.startswith("error: the hook input's cwd is not a path")
 
 
-def test_a_closed_stdout_is_quiet(project: Path, env: dict[str, str]) -> None:
-    held("claude", project, env)
-    body = json.dumps(payload("claude", "h1", project, stop_hook_active=False)).encode()
-    proc = subprocess.Popen(
+def stop_process(project: Path, env: dict[str, str], text: bool) -> subprocess.Popen[Any]:
+    """A real `smllm harness hook claude stop` with its three streams piped."""
+    return subprocess.Popen(
         [sys.executable, "-m", "smllm", "harness", "hook", "claude", "stop"],
         cwd=project,
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        text=text,
     )
+
+
+def test_a_closed_stdout_is_quiet(project: Path, env: dict[str, str]) -> None:
+    held("claude", project, env)
+    body = json.dumps(payload("claude", "h1", project, stop_hook_active=False)).encode()
+    proc = stop_process(project, env, text=False)
     assert proc.stdout is not None
     proc.stdout.close()
     _, err = proc.communicate(body, timeout=60)

@@ -442,14 +442,21 @@ def test_a_missing_smllm_is_said_once(tmp_path: Path) -> None:
 # -- with the real smllm -------------------------------------------------------------------------
 
 
-def test_with_the_real_smllm(tmp_path: Path, project: Path, env: dict[str, str]) -> None:
+def real_smllm(tmp_path: Path, issue: str) -> tuple[Path, list[str]]:
+    """This tree's smllm as an executable for the plugin, and the step's argv that enters the
+    example machine for ISSUE in the session the plugin's text names ({KEY})."""
     wrapper = tmp_path / "smllm"
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m smllm "$@"\n')
     wrapper.chmod(0o755)
     enter = [
         sys.executable, "-m", "smllm", "fire", "--session", "{KEY}", "enter",
-        "--param", "stateMachine=dev", "--param", "issueId=GH-3",
+        "--param", "stateMachine=dev", "--param", f"issueId={issue}",
     ]  # fmt: skip
+    return wrapper, enter
+
+
+def test_with_the_real_smllm(tmp_path: Path, project: Path, env: dict[str, str]) -> None:
+    wrapper, enter = real_smllm(tmp_path, "GH-3")
     steps = [
         created("ses_1"),
         system("ses_1", TITLE),
@@ -488,13 +495,7 @@ def test_the_system_text_follows_the_session(
 ) -> None:
     """OpenCode sends the system messages again with every request: after a user message the
     plugin's text is the session's view by then, not the idle list it got at session.created."""
-    wrapper = tmp_path / "smllm"
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m smllm "$@"\n')
-    wrapper.chmod(0o755)
-    enter = [
-        sys.executable, "-m", "smllm", "fire", "--session", "{KEY}", "enter",
-        "--param", "stateMachine=dev", "--param", "issueId=GH-4",
-    ]  # fmt: skip
+    wrapper, enter = real_smllm(tmp_path, "GH-4")
     steps = [
         created("ses_2"),
         system("ses_2", OPENCODE),
