@@ -50,6 +50,7 @@ TARGETS = {
     "stop (allow: yielded)": 2.0,
     "user-prompt-submit": 2.0,
     "user-prompt-submit (clears)": 2.0,
+    "statusline (held session)": 2.0,
 }
 
 
@@ -172,6 +173,17 @@ def speed(python: str, script: str, root: str, runs: int) -> None:
         "session-start (resume)": (
             None,
             lambda: hooks.call("session-start", "block")[0],
+        ),
+        # Claude's statusLine command: its status JSON on stdin names the claude session
+        "statusline (held session)": (
+            None,
+            lambda: _run([script, "statusline"], _body("block", project), project, env)[0],
+        ),
+        # for reading the ratios: what pip's console-script template costs before smllm runs
+        # (it imports re), as a bare interpreter doing only that
+        "python -c 'import re'": (
+            None,
+            lambda: _run([python, "-c", "import re"], b"", project, env)[0],
         ),
     }
     times: dict[str, list[float]] = {name: [] for name in variants}
