@@ -88,7 +88,10 @@ class App:
         config: str | None = None,
         host: Host | None = None,
         env: Mapping[str, str] | None = None,
+        user: SessionStore | None = None,
     ) -> None:
+        """`user`: the user store, when the caller has it open already (a hook that read the
+        session's binding), so that one process opens it once."""
         self.cwd = os.path.abspath(cwd or os.getcwd())
         self.config = config
         if host is None:
@@ -96,7 +99,7 @@ class App:
 
             host = SystemHost(env)
         self.host = host
-        self.user: SessionStore = user_store()
+        self.user: SessionStore = user if user is not None else user_store()
         self.opened: dict[StoreSpec, InstanceStore] = {}
 
     # -- loading -------------------------------------------------------------------------------

@@ -96,6 +96,8 @@ class StopOutcome(Record):
     reply: Reply | None
     session: SessionWrite | None = None
     audit: tuple[AuditRecord, ...] = ()
+    #: the reply's text, when the stop rendered it for its digest (a block): the hook's reason
+    text: str | None = None
 
 
 ALLOW = StopOutcome(Decision.ALLOW, None)
@@ -122,10 +124,10 @@ def stop(
     if left is not None:
         new = session._replace(holding=None, version=session.version + 1, last_active=at)
         reply = _idle_reply(loaded, reader, host, new, left)
-        new, changes = _digested(new, reply, render, {"holding", "lastActive"})
+        new, changes, text = _digested(new, reply, render, {"holding", "lastActive"})
         sw = SessionWrite(new, False, session.holding, changes)
         return StopOutcome(
-            Decision.BLOCK, reply, sw, (AuditRecord(at, "moved", {"message": left}),)
+            Decision.BLOCK, reply, sw, (AuditRecord(at, "moved", {"message": left}),), text
         )
     assert inst is not None
     machine = loaded.machines.get(inst.machine)
@@ -152,18 +154,19 @@ def stop(
     if session.blocks >= 1 and (continuing is not False or session.blocks >= 2):
         return StopOutcome(Decision.RUNAWAY, reply, None, (AuditRecord(at, "runaway", detail),))
     new = session._replace(blocks=session.blocks + 1, version=session.version + 1, last_active=at)
-    new, changes = _digested(new, reply, render, {"blocks", "lastActive"})
+    new, changes, text = _digested(new, reply, render, {"blocks", "lastActive"})
     sw = SessionWrite(new, False, session.holding, changes)
-    return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),))
+    return StopOutcome(Decision.BLOCK, reply, sw, (AuditRecord(at, "block", detail),), text)
 
 
 def _digested(
     new: Session, reply: Reply, render: Callable[[Reply], str] | None, changes: set[str]
-) -> tuple[Session, frozenset[str]]:
-    """`new` recording the digest of a block's text, and the fields the write sets."""
+) -> tuple[Session, frozenset[str], str | None]:
+    """`new` recording the digest of a block's text, the fields the write sets, and the text."""
     if render is None:
-        return new, frozenset(changes)
-    return new._replace(last_block=block_digest(render(reply))), frozenset({*changes, "lastBlock"})
+        return new, frozenset(changes), None
+    text = render(reply)
+    return new._replace(last_block=block_digest(text)), frozenset({*changes, "lastBlock"}), text
 
 
 def prompt_submitted(

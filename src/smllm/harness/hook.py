@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, TextIO
 
-    from ..engine.records import Session
+    from ..store.sqlite import SqliteStore
 
 __all__ = [
     "HARNESSES",
@@ -119,17 +119,6 @@ def _cwd(payload: Mapping[str, Any]) -> str:
     return os.path.abspath(cwd)
 
 
-def _bound(name: str, host_session: str) -> Session | None:
-    """The session bound to the client's session, read without the API (read-only)."""
-    from ..store.user import user_store
-
-    store = user_store()
-    try:
-        return store.binding(name, host_session)
-    finally:
-        store.close()
-
-
 def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     """The client's answer to `hook` for `payload`, and what goes to stderr (or "")."""
     if name == "claude" and "timestamp" in payload:
@@ -139,11 +128,25 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
     host_session = _text(payload, _ID_FIELD.get(name, "sessionId"), ID_LIMIT)
     if host_session is None:
         return {}, ""
+    from ..store.user import user_store
+
+    # one connection for the whole hook: the binding is read through it without the API,
+    # whose machine and engine modules a stop or prompt with nothing to do never needs
+    user = user_store()
+    try:
+        return _answer(name, hook, payload, host_session, user)
+    finally:
+        user.close()
+
+
+def _answer(
+    name: str, hook: str, payload: Mapping[str, Any], host_session: str, user: SqliteStore
+) -> tuple[dict[str, Any], str]:
     if hook == "session-start":
         from ..api.app import App
 
         cwd = _cwd(payload)
-        bound = App(cwd=cwd).bind(name, host_session, cwd)
+        bound = App(cwd=cwd, user=user).bind(name, host_session, cwd)
         if bound is None:  # no session and no config here: quiet outside smllm
             return {}, ""
         from .starttext import start_text
@@ -154,14 +157,15 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
         return {
             "hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}
         }, ""
-    session = _bound(name, host_session)
+    session = user.binding(name, host_session)
     if session is None:  # rule 1 of engine.md §9, and quiet outside smllm
         return {}, ""
     if hook == "user-prompt-submit":
         if session.yielded or session.blocks:  # else nothing to clear: no lock, no write
             from ..api.app import App
 
-            App(cwd=_cwd(payload)).prompt_submitted(session.key, _text(payload, "prompt"))
+            app = App(cwd=_cwd(payload), user=user)
+            app.prompt_submitted(session.key, _text(payload, "prompt"))
         return {}, ""
     if session.holding is None:
         # rule 2: idle stops freely, without loading the configs (§5: an allowing stop
@@ -171,16 +175,18 @@ def answer(name: str, hook: str, payload: Mapping[str, Any]) -> tuple[dict[str, 
     from ..api.app import App
 
     active = payload.get("stop_hook_active")
-    app = App(cwd=_cwd(payload))
+    app = App(cwd=_cwd(payload), user=user)
     outcome = app.stop(session.key, active if isinstance(active, bool) else None)
     if outcome.reply is None or outcome.decision == "allow":
         return {}, ""
-    from ..text.block import render
+    reason = outcome.text
+    if reason is None:  # a runaway: the engine rendered nothing, having no digest to record
+        from ..text.block import render
 
-    text = render(outcome.reply)
+        reason = render(outcome.reply)
     if outcome.decision == "runaway":
-        return {}, text + "\n"
-    return {"decision": "block", "reason": text}, ""
+        return {}, reason + "\n"
+    return {"decision": "block", "reason": reason}, ""
 
 
 def _fail(err: TextIO, message: str, environ: Mapping[str, str]) -> int:
