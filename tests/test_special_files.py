@@ -173,3 +173,21 @@ def test_the_cache_never_opens_what_isnt_a_regular_file(tmp_path: Path) -> None:
     assert cache._fresh([missing], built)
     (tmp_path / "nope").write_text("x")
     assert not cache._fresh([missing], built)  # created since: stale
+
+
+@pytest.mark.parametrize("path", ["CLAUDE.md", ".mcp.json", "home/.claude.json"])
+def test_harness_status_never_opens_a_fifo(path: str, project: Path, env: dict[str, str]) -> None:
+    """A FIFO where a client's file should be (CLAUDE.md beside AGENTS.md, the project's
+    .mcp.json, Claude's user file) reads as unreadable at once: opening it would wait for a
+    writer that never comes."""
+    import json
+
+    (project / "AGENTS.md").write_text("# notes\n")
+    user = path.startswith("home/")
+    fifo = Path(env["HOME"]) / path.removeprefix("home/") if user else project / path
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    scope = ["--scope", "user"] if user else []
+    ran = run(["harness", "status", "claude", *scope, "--json"], project, env)
+    assert ran.code == 0, ran
+    assert "unreadable" in [p["state"] for p in json.loads(ran.out)["parts"]], ran.out

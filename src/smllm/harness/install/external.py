@@ -4,13 +4,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 from typing import Any
 
-from .jsonfile import Broken, entry_state, parse_json
+from ...jsontext import dumps
+from .jsonfile import entry_state, parse_json
+from .writing import read_text
 
 __all__ = ["ClaudeFailed", "claude_json", "run_claude", "user_mcp_state"]
 
@@ -29,14 +30,7 @@ def claude_json(home: str) -> str:
 def user_mcp_state(path: str, want: dict[str, Any]) -> str:
     """`mcpServers.smllm` of ~/.claude.json (`path`) against `want`; Broken when the file isn't
     JSON."""
-    try:
-        with open(path, encoding="utf-8", newline="") as f:
-            text: str | None = f.read()
-    except FileNotFoundError:
-        text = None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise Broken(str(exc)) from None
-    return entry_state(parse_json(text), ("mcpServers",), "smllm", want)
+    return entry_state(parse_json(read_text(path)), ("mcpServers",), "smllm", want)
 
 
 def run_claude(state: str, want: dict[str, Any] | None) -> list[list[str]]:
@@ -49,7 +43,7 @@ def run_claude(state: str, want: dict[str, Any] | None) -> list[list[str]]:
     if state != "missing":
         runs.append([exe, "mcp", "remove", "--scope", "user", "smllm"])
     if want is not None:
-        entry = json.dumps(want, ensure_ascii=False, separators=(",", ":"))
+        entry = dumps(want)
         runs.append([exe, "mcp", "add-json", "--scope", "user", "smllm", entry])
     for argv in runs:
         shown = " ".join(["claude", *argv[1:6]])

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from ...errors import SmllmError
+from ...jsontext import dumps
 from ...machine.configs.config import HARNESS_PARTS
 from .jsonfile import (
     drop_entry,
@@ -144,17 +145,11 @@ stdin, is read-only and prints nothing outside smllm.
 4. Set `statusLine` to the object below, keeping every other key of the file as it was:
 
    ```json
-   {{"type": "command", "command": {_json_string(command)}}}
+   {{"type": "command", "command": {dumps(command)}}}
    ```
 
 5. Tell the user the status line appears with Claude Code's next update of it.
 """
-
-
-def _json_string(text: str) -> str:
-    import json
-
-    return json.dumps(text, ensure_ascii=False)
 
 
 def plugin_text(where: Where) -> str:
@@ -166,7 +161,7 @@ def plugin_text(where: Where) -> str:
         text = asset.read_text(encoding="utf-8")
     except OSError as exc:
         raise SmllmError(f"smllm's OpenCode plugin is missing from its package: {exc}") from None
-    return text.replace(PLUGIN_TOKEN, _json_string(where.smllm))
+    return text.replace(PLUGIN_TOKEN, dumps(where.smllm))
 
 
 def _then(edit: Callable[[Any], None]) -> Callable[[Any], Any]:

@@ -123,11 +123,11 @@ def claude_target(folder: str) -> str:
         return claude
     if not os.path.lexists(claude):
         return agents
-    try:
-        with open(claude, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
+    from ...machine.sources.files import read_regular
+
+    data, _problem = read_regular(claude)  # a FIFO is never opened
+    if data is None:
         return claude
-    if any(line.strip() == "@AGENTS.md" for line in lines):
+    if any(line.strip() == "@AGENTS.md" for line in data.decode("utf-8", "replace").splitlines()):
         return agents
     return claude

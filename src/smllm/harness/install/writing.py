@@ -14,18 +14,16 @@ __all__ = ["read_text", "remove_file", "write_text"]
 
 def read_text(path: str) -> str | None:
     """The file's text with its line endings, None when absent; Broken when it is not a
-    regular file or not UTF-8."""
-    if not os.path.lexists(path):
+    regular file (a FIFO is never opened: it would hang the install) or not UTF-8."""
+    from ...machine.sources.files import MISSING, read_regular
+
+    data, problem = read_regular(path)
+    if problem == MISSING:
+        if os.path.lexists(path):
+            raise Broken("a symlink to nothing")
         return None
-    if not os.path.exists(path):
-        raise Broken("a symlink to nothing")
-    if not os.path.isfile(path):
-        raise Broken("not a regular file")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise Broken(exc.strerror or str(exc)) from None
+    if data is None:
+        raise Broken(problem or "unreadable")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
