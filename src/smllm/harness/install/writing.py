@@ -17,11 +17,11 @@ def read_text(path: str) -> str | None:
     regular file (a FIFO is never opened: it would hang the install) or not UTF-8."""
     from ...machine.sources.files import MISSING, read_regular
 
+    if not os.path.lexists(path):  # also a path through a file (the write then says why)
+        return None
     data, problem = read_regular(path)
     if problem == MISSING:
-        if os.path.lexists(path):
-            raise Broken("a symlink to nothing")
-        return None
+        raise Broken("a symlink to nothing")
     if data is None:
         raise Broken(problem or "unreadable")
     try:
