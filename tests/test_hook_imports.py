@@ -358,3 +358,16 @@ def test_hooks_import_nothing_heavy(
         again = _hook_input(name, "h1", project, stop_hook_active=False)
         assert "block" in _hook(name, "stop", again, project, env).out
     assert slow(args, project, env, tmp_path, stdin=stdin) == []
+
+
+def test_the_mcp_server_answers_initialize_before_loading_the_api() -> None:
+    """`smllm mcp`'s reader answers initialize and tools/list while the rest loads: what its
+    module imports before the reader starts is the wire alone (no API, engine, store or SDK)."""
+    code = "import sys, smllm.mcp.server; print(' '.join(sorted(sys.modules)))"
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    loaded = set(ran.stdout.split())
+    ours = {m for m in loaded if m.startswith("smllm.")}
+    assert ours == {"smllm.jsontext", "smllm.mcp", "smllm.mcp.server", "smllm.mcp.texts",
+                    "smllm.mcp.wire"}, ours  # fmt: skip
+    assert not loaded & {"mcp", "anyio", "pydantic", "_sqlite3"}, loaded & {"mcp", "anyio"}

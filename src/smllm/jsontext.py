@@ -14,9 +14,27 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["dumps", "loads"]
+__all__ = ["STRICT_JSON", "dumps", "loads"]
 
 _WHITESPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2), and nothing else
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one past a double's range (`1e400`) is refused, where
+    Python would read it as infinity (which JSON can't hold)."""
+    value = float(text)
+    if value - value != 0:  # inf - inf is nan, and nan != 0
+        raise ValueError(f"{text} is out of range for a JSON number")
+    return value
+
+
+#: json.loads keyword arguments that read only what JSON can hold (no NaN, no Infinity, no
+#: number that overflows to infinity): every surface that reads params text uses them
+STRICT_JSON: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite}
 
 
 def _not_serializable(value: Any) -> Any:

@@ -235,7 +235,7 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
         return ()
     import json
 
-    from ..engine.rules import STRICT_JSON
+    from ..jsontext import STRICT_JSON
 
     pairs: list[tuple[str, Any]] = []
 

@@ -9,7 +9,7 @@ Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal
 
 from __future__ import annotations
 
-from ..jsontext import dumps
+from ..jsontext import STRICT_JSON, dumps
 from ..machine.model import Machine, ParamSpec, State
 from .records import Instance
 from .reply import EventItem, EventsList, ParamLine
@@ -205,24 +205,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             raise _Duplicate(f"repeated object key {key!r}")
         out[key] = value
     return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
-def _finite(text: str) -> float:
-    """A JSON number as a float; one past a double's range (`1e400`) is refused, where
-    Python would read it as infinity (which JSON can't hold)."""
-    value = float(text)
-    if value - value != 0:  # inf - inf is nan, and nan != 0
-        raise ValueError(f"{text} is out of range for a JSON number")
-    return value
-
-
-#: json.loads keyword arguments that read only what JSON can hold (no NaN, no Infinity, no
-#: number that overflows to infinity); the surfaces that read params text use them too
-STRICT_JSON: dict[str, Any] = {"parse_constant": _no_constant, "parse_float": _finite}
 
 
 def non_finite(value: Any) -> float | None:

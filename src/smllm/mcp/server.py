@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import sys
 
-from .tool import Caller
 from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response, sort_line
 
 __all__ = ["serve"]
@@ -32,6 +31,10 @@ def serve(config: str | None) -> int:
     reader = threading.Thread(target=_read, args=(wire, inbox, stash), name="smllm-mcp-reader")
     reader.daemon = True
     reader.start()
+    # the tool's side (the API, its engine and stores) loads after the reader has started,
+    # which answers initialize and tools/list without it
+    from .tool import Caller
+
     try:
         import anyio
 

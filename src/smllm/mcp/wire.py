@@ -25,7 +25,7 @@ import json
 import os
 import threading
 
-from ..engine.rules import STRICT_JSON
+from ..jsontext import STRICT_JSON
 from .texts import TOOL, initialize_result
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
