@@ -33,6 +33,7 @@ __all__ = [
     "StoreConflict",
     "StoreError",
     "StoreTooNew",
+    "internal_error",
 ]
 
 
@@ -107,3 +108,9 @@ class RefTaken(StoreError):
         super().__init__(f"{machine}/{ref} taken")
         self.machine = machine
         self.ref = ref
+
+
+def internal_error(exc: BaseException) -> str:
+    """The message of an error smllm didn't expect (after `error: `): every surface words it
+    the same way, and none prints a traceback unless SMLLM_DEBUG asks for one."""
+    return f"internal error: {type(exc).__name__}: {exc}"

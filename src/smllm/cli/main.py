@@ -184,11 +184,11 @@ def _run(argv: Sequence[str] | None) -> int:
         sys.stderr.write("error: interrupted\n")
         return 2
     except Exception as exc:  # an internal error: exit 2, never a traceback
-        from ..errors import SmllmError
+        from ..errors import SmllmError, internal_error
 
         if isinstance(exc, SmllmError):
             return fail(exc.exit_code, str(exc))
-        sys.stderr.write(f"error: internal error: {type(exc).__name__}: {exc}\n")
+        sys.stderr.write(f"error: {internal_error(exc)}\n")
         if os.environ.get("SMLLM_DEBUG"):
             import traceback
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import SmllmError
+from ..errors import SmllmError, internal_error
 from .common import emit_json
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -91,7 +91,7 @@ def statusline(args: Namespace) -> int:
         reason = f"error: {exc}"
         found = None
     except Exception as exc:  # a status line shows nothing rather than fail
-        reason = f"error: internal error: {type(exc).__name__}: {exc}"
+        reason = f"error: {internal_error(exc)}"
         found = None
     if found is None:
         sys.stderr.write(reason + "\n")

@@ -229,11 +229,11 @@ def run_hook(
     except KeyboardInterrupt:
         return _fail(err, "interrupted", env)
     except Exception as exc:  # a failure of any kind: exit 1, empty stdout, no traceback
-        from ..errors import SmllmError
+        from ..errors import SmllmError, internal_error
 
         if isinstance(exc, SmllmError):
             return _fail(err, str(exc), env)
-        return _fail(err, f"internal error: {type(exc).__name__}: {exc}", env)
+        return _fail(err, internal_error(exc), env)
     if note:
         err.write(note)
         err.flush()

@@ -8,7 +8,8 @@ gets back the result's text.
 from __future__ import annotations
 
 from ..api.app import App
-from ..errors import SmllmError
+from ..errors import CallError, SmllmError, internal_error
+from .texts import TOOL_NAME
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -32,12 +33,8 @@ def _text_argument(arguments: dict[str, Any], name: str) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise _Refused(f"{name} must be a string")
+        raise CallError(f"{name} must be a string")
     return value
-
-
-class _Refused(Exception):
-    pass
 
 
 def _params(arguments: dict[str, Any], pairs: Pairs | None) -> tuple[tuple[str, Any], ...]:
@@ -45,7 +42,7 @@ def _params(arguments: dict[str, Any], pairs: Pairs | None) -> tuple[tuple[str, 
     if raw is None:
         return ()
     if not isinstance(raw, dict):
-        raise _Refused("params must be an object")
+        raise CallError("params must be an object")
     return tuple(pairs if pairs is not None else raw.items())
 
 
@@ -53,7 +50,6 @@ class Caller:
     """One long-lived App answering the tool's calls, one at a time (the server serializes)."""
 
     def __init__(self, config: str | None) -> None:
-        self.config = config
         self.app = App(config=config)
 
     def call(
@@ -61,16 +57,13 @@ class Caller:
     ) -> tuple[str, bool]:
         """(text, isError) for one tools/call; UnknownTool for another tool's name. `pairs`:
         the params' (name, value) pairs in order, when the raw JSON repeated a name."""
-        if name != "smllm":
+        if name != TOOL_NAME:
             raise UnknownTool(name)
         arguments = arguments or {}
         try:
             session = _text_argument(arguments, "session")
             event = _text_argument(arguments, "event")
             params = _params(arguments, pairs)
-        except _Refused as exc:
-            return f"error: {exc}", True
-        try:
             if event is None:
                 result = self.app.view(session)
             else:
@@ -79,4 +72,4 @@ class Caller:
         except SmllmError as exc:  # call errors, a busy or broken store: never a crash
             return f"error: {exc}", True
         except Exception as exc:  # an internal error, as the CLI words it: never a traceback
-            return f"error: internal error: {type(exc).__name__}: {exc}", True
+            return f"error: {internal_error(exc)}", True
