@@ -310,3 +310,14 @@ def test_audit_json_keeps_the_record_kind(project: Path, env: dict[str, str]) ->
     block = [a for a in audit["audit"] if a["kind"] == "block"]
     assert len(block) == 1, audit
     assert block[0]["instanceKind"] == "issue" and block[0]["state"] == "PLAN", block
+
+
+def test_params_text_keeps_a_repeated_name(project: Path, env: dict[str, str]) -> None:
+    """`--params` read keeping a name given twice (the top-level object's, not a nested one's):
+    the engine refuses it, where a plain JSON read would keep the last value and go on."""
+    head = '{"stateMachine": "dev", "issueId": "GH-3", "x": {"a": 1, "a": 2}'
+    ran = smllm(["fire", "enter", "--params", head + ', "stateMachine": "dev"}'], project, env)
+    assert ran.code == 1
+    assert "error: enter got param stateMachine more than once" in ran.out
+    nested = smllm(["fire", "enter", "--params", head + "}"], project, env)
+    assert nested.code == 1 and "more than once" not in nested.out, nested

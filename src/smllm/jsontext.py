@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["STRICT_JSON", "dumps", "loads"]
+__all__ = ["STRICT_JSON", "dumps", "loads", "loads_keeping_repeats"]
 
 _WHITESPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2), and nothing else
 
@@ -109,3 +109,21 @@ else:
 
                 raise JSONDecodeError("Extra data", text, end)
         return value
+
+
+def loads_keeping_repeats(text: str) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
+    """Params text read strictly (`STRICT_JSON`), as plain values, and the (name, value) pairs
+    of every object that repeated a name, by the object's `id` (they all live as long as the
+    value): a param given twice is the engine's to refuse, not the parser's to drop. Raises
+    ValueError or RecursionError."""
+    import json
+
+    repeated: dict[int, list[tuple[str, Any]]] = {}
+
+    def keep(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(items)
+        if len(made) != len(items):
+            repeated[id(made)] = items
+        return made
+
+    return json.loads(text, object_pairs_hook=keep, **STRICT_JSON), repeated

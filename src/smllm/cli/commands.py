@@ -233,15 +233,7 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
     twice is refused by the engine, not lost here)."""
     if text is None:
         return ()
-    import json
-
-    from ..jsontext import STRICT_JSON
-
-    pairs: list[tuple[str, Any]] = []
-
-    def keep(items: list[tuple[str, Any]]) -> Any:
-        pairs[:] = items
-        return dict(items)
+    from ..jsontext import loads_keeping_repeats
 
     if text == "-":
         # bytes, whatever the locale would make of them: a text read is strict in some
@@ -253,14 +245,14 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
                 "params must be a JSON object: standard input is not UTF-8 text"
             ) from None
     try:
-        value = json.loads(text, object_pairs_hook=keep, **STRICT_JSON)
+        value, repeated = loads_keeping_repeats(text)
     except ValueError as exc:
         raise CallError(f"params must be a JSON object: {exc}") from None
     except RecursionError:
         raise CallError("params must be a JSON object: it nests too deeply") from None
     if not isinstance(value, dict):
         raise CallError("params must be an object")
-    return tuple(pairs)
+    return tuple(repeated.get(id(value), value.items()))
 
 
 def fire(args: Namespace) -> int:

@@ -25,7 +25,7 @@ import json
 import os
 import threading
 
-from ..jsontext import STRICT_JSON
+from ..jsontext import loads_keeping_repeats
 from .texts import TOOL, initialize_result
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -64,24 +64,6 @@ def _valid_id(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
-class _Parsed:
-    """One line's JSON, plain dicts throughout, with the pairs of every object that repeated a
-    key (by the object's id: they all live as long as the parse)."""
-
-    __slots__ = ("repeated", "value")
-
-    def __init__(self, text: str) -> None:
-        self.repeated: dict[int, list[tuple[str, Any]]] = {}
-
-        def hook(items: list[tuple[str, Any]]) -> dict[str, Any]:
-            made = dict(items)
-            if len(made) != len(items):
-                self.repeated[id(made)] = items
-            return made
-
-        self.value: Any = json.loads(text, object_pairs_hook=hook, **STRICT_JSON)
-
-
 #: the one argument of a tools/call as the SDK sees it: the reader's ticket for the real ones
 TICKET = "smllm-ticket"
 #: how many tickets a stash keeps: one the SDK refused (never taken) is dropped this many later
@@ -117,10 +99,9 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     """What to do with one line of standard input (without its newline): ("reply", the
     response to write), ("forward", the message for the SDK) or ("drop", None)."""
     try:
-        parsed = _Parsed(line.decode("utf-8"))
+        msg, repeated = loads_keeping_repeats(line.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         return "reply", error_response(None, PARSE_ERROR, "Parse error")
-    msg = parsed.value
     if not isinstance(msg, dict):  # batches went with 2025-06-18; smllm never took them
         return "reply", error_response(None, INVALID_REQUEST, "Invalid Request")
     has_id = "id" in msg
@@ -148,18 +129,20 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     if method not in FORWARDED:
         return "reply", error_response(id_, METHOD_NOT_FOUND, f"Method not found: {method}")
     if method == "tools/call":
-        _stash_arguments(parsed, msg.get("params"), stash)
+        _stash_arguments(repeated, msg.get("params"), stash)
     return "forward", msg
 
 
-def _stash_arguments(parsed: _Parsed, params: object, stash: Stash) -> None:
+def _stash_arguments(
+    repeated: dict[int, list[tuple[str, Any]]], params: object, stash: Stash
+) -> None:
     if not isinstance(params, dict):
         return
     arguments = params.get("arguments")
     if not isinstance(arguments, dict):
         return  # null or absent: none; anything else: the SDK's -32602
     given = arguments.get("params")
-    pairs = parsed.repeated.get(id(given)) if isinstance(given, dict) else None
+    pairs = repeated.get(id(given)) if isinstance(given, dict) else None
     params["arguments"] = {TICKET: stash.put(arguments, pairs)}
 
 
