@@ -228,6 +228,25 @@ def test_new_write_keeps_a_config_bom(tmp_path: Path, env: dict[str, str]) -> No
     assert smllm(["validate"], tmp_path, env).code == 0
 
 
+def test_new_write_edits_a_linked_config_in_place(tmp_path: Path, env: dict[str, str]) -> None:
+    """A --config that is a symlink (dotfiles kept elsewhere) stays a link, and its target keeps
+    its mode: the edit goes to the file the link leads to."""
+    import os
+    import stat
+
+    real = tmp_path / "dotfiles" / "smllm.toml"
+    real.parent.mkdir()
+    real.write_text("[machines]\nfiles = []\n")
+    real.chmod(0o600)
+    config = tmp_path / "config.toml"
+    config.symlink_to(real)
+    ran = smllm(["--config", str(config), "new", "review", "--write"], tmp_path, env)
+    assert ran.code == 0, ran.err
+    assert config.is_symlink() and os.readlink(config) == str(real)
+    assert real.read_text() == '[machines]\nfiles = ["review.smllm.yaml"]\n'
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+
+
 def test_an_explicit_config_that_is_not_a_file(tmp_path: Path, env: dict[str, str]) -> None:
     import os
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..files import emit_json, json_state  # shared with smllm.harness, which can't import cli
+from ..files import emit_json, json_state, replace_file  # shared with smllm.harness
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -48,20 +48,12 @@ def config_option(args: Namespace) -> str | None:
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Write `path` whole or not at all (a temporary file, synced, then renamed); a path that
-    can't be written is `error: can't write PATH: REASON`, exit 1."""
-    tmp = f"{path}.{os.getpid()}.tmp"
+    """Write `path` whole or not at all, through symlinks and keeping its mode
+    (`files.replace_file`); a path that can't be written is `error: can't write PATH: REASON`,
+    exit 1."""
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        replace_file(path, data)
     except OSError as exc:
-        import contextlib
-
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise Exit(1, f"can't write {path}: {exc.strerror}") from None
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from ...files import replace_file
 from .jsonfile import Broken
 
 __all__ = ["read_text", "remove_file", "write_text"]
@@ -31,26 +32,10 @@ def read_text(path: str) -> str | None:
 
 
 def write_text(path: str, text: str) -> None:
-    """Replace the file the path leads to (through symlinks) with `text`, keeping its mode;
-    folders are made as needed. Raises OSError."""
-    real = os.path.realpath(path)
-    os.makedirs(os.path.dirname(real), exist_ok=True)
-    mode = None
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.stat(real).st_mode & 0o7777
-    tmp = f"{real}.{os.getpid()}.smllm-tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace the file the path leads to (through symlinks) with `text`, keeping its mode
+    (`files.replace_file`); folders are made as needed. Raises OSError."""
+    os.makedirs(os.path.dirname(os.path.realpath(path)), exist_ok=True)
+    replace_file(path, text.encode("utf-8"))
 
 
 def remove_file(path: str, empty: str, stop: str) -> None:
