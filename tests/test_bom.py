@@ -153,3 +153,18 @@ def test_a_prompt_file_bom_is_not_shown_to_the_agent(project: Path, env: dict[st
     compiled = smllm(["compile", ".smllm/dev.smllm.yaml"], project, env)
     assert compiled.code == 0 and "Read ISSUE.md, then plan." in compiled.out
     assert "\\ufeff" not in compiled.out and "\ufeff" not in compiled.out
+
+
+def test_codex_trust_is_read_from_a_config_with_a_bom(project: Path, env: dict[str, str]) -> None:
+    """Codex's config.toml starting with a BOM still says the project is trusted: install
+    doesn't tell the user to trust it again."""
+    import json
+
+    codex = Path(env["HOME"]) / ".codex" / "config.toml"
+    codex.parent.mkdir(parents=True)
+    table = f'[projects.{json.dumps(str(project))}]\ntrust_level = "trusted"\n'
+    codex.write_bytes(BOM + table.encode())
+    ran = smllm(["harness", "install", "codex"], project, env)
+    assert ran.code == 0, ran
+    assert "note: Codex runs hooks only once you trust them" in ran.err
+    assert "note: Codex reads .codex/ only in a trusted project" not in ran.err

@@ -42,7 +42,9 @@ def _codex_trusts(where: Where) -> bool:
 
     home = where.env.get("CODEX_HOME") or os.path.join(where.home, ".codex")
     with contextlib.suppress(Broken, tomllib.TOMLDecodeError, AttributeError):
-        data = tomllib.loads(read_text(os.path.join(home, "config.toml")) or "")
+        # a BOM is allowed in a TOML file (smllm's own reader takes it), not by tomllib
+        text = read_text(os.path.join(home, "config.toml")) or ""
+        data = tomllib.loads(text.removeprefix("\ufeff"))
         projects = data.get("projects", {})
         return any(
             projects.get(root, {}).get("trust_level") == "trusted"
