@@ -130,7 +130,8 @@ class McpProcess:
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError(
-                f"smllm mcp still running {timeout} s after its input ended"
+                f"smllm mcp still running {timeout} s after its input ended; "
+                f"stderr: {self.stderr()}"
             ) from None
 
     def rest(self) -> list[dict[str, Any]]:

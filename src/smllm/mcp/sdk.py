@@ -59,25 +59,24 @@ async def run(wire: Wire, inbox: Inbox, stash: Stash, caller: Caller) -> None:
     sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
     owed = _Owed()
     loop = asyncio.get_running_loop()
+    arrived: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
 
-    async def finish() -> None:
-        await owed.paid()  # end of input: answer every request read before closing
-        to_sdk.close()
-
-    def deliver(message: dict[str, Any] | None) -> None:
-        """On the loop's thread: one forwarded message into the SDK."""
-        if message is None:
-            tg.start_soon(finish)
-            return
-        try:
-            parsed = types.JSONRPCMessage.model_validate(message)
-        except ValidationError:
+    async def deliver() -> None:
+        """Each forwarded message into the SDK, in order; at the end of input, the answers
+        still owed, then the SDK's input closes. A task, not a loop callback: anyio finds its
+        backend through sniffio where that is installed, and sniffio only inside a task."""
+        while (message := await arrived.get()) is not None:
+            try:
+                parsed = types.JSONRPCMessage.model_validate(message)
+            except ValidationError:
+                if "id" in message:
+                    wire.send(error_response(message["id"], INVALID_REQUEST, "Invalid Request"))
+                continue
             if "id" in message:
-                wire.send(error_response(message["id"], INVALID_REQUEST, "Invalid Request"))
-            return
-        if "id" in message:
-            owed.add()
-        to_sdk.send_nowait(SessionMessage(parsed))
+                owed.add()
+            to_sdk.send_nowait(SessionMessage(parsed))
+        await owed.paid()
+        to_sdk.close()
 
     async def write() -> None:
         async with from_sdk:
@@ -89,8 +88,9 @@ async def run(wire: Wire, inbox: Inbox, stash: Stash, caller: Caller) -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(write)
+        tg.start_soon(deliver)
         # one hop from the reader thread to the loop per message
-        inbox.attach(lambda message: loop.call_soon_threadsafe(deliver, message))
+        inbox.attach(lambda message: loop.call_soon_threadsafe(arrived.put_nowait, message))
         options = server.create_initialization_options()
         await server.run(sdk_in, sdk_out, options, raise_exceptions=False, stateless=True)
         tg.cancel_scope.cancel()
