@@ -21,7 +21,8 @@ ALLOWED = {
     "api": {"machine", "engine", "text", "store"},
     "harness": {"machine", "engine", "text", "store", "api"},
     "mcp": {"machine", "engine", "text", "store", "api"},
-    "cli": {"machine", "engine", "text", "store", "api", "harness", "mcp"},
+    "cli": {"machine", "engine", "text", "store", "api", "harness", "mcp", "smi"},
+    "smi": set(),
 }
 
 
@@ -51,6 +52,22 @@ def test_imports_flow_one_way() -> None:
                 target = node.module.split(".")[0]
                 if target in ALLOWED and target != folder:
                     assert target in ALLOWED[folder], f"{path}: {folder} imports {target}"
+
+
+def test_smi_stands_alone() -> None:
+    """smllm.smi imports nothing else of smllm, not even the shared top-level modules: it is
+    the model face, usable on its own (issue 10)."""
+    files = sorted((SRC / "smi").rglob("*.py"))
+    assert files, "no smllm/smi package"
+    for path in files:
+        depth = len(path.relative_to(SRC / "smi").parts)  # 1: smi/x.py, 2: smi/backends/x.py
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level <= depth, f"{path}: imports from outside smllm.smi"
+                assert node.level or not (node.module or "").startswith("smllm"), path
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("smllm"), f"{path}: imports {alias.name}"
 
 
 #: machine/'s rooms, in the order they may import each other (machine/__init__.py says why)

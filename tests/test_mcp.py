@@ -5,9 +5,7 @@ the test that reads it (helpers/mcp_client.py). Speed is bench/mcp_bench.py's bu
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shlex
 import subprocess
 import time
@@ -535,49 +533,6 @@ def test_what_gets_no_answer(server: McpProcess) -> None:
     server.send_raw(b"   \r")
     answer = server.request("ping", id="after")
     assert answer == {"jsonrpc": "2.0", "id": "after", "result": {}}
-
-
-def test_end_of_input_answers_what_was_asked(project: Path, env: dict[str, str]) -> None:
-    with McpProcess(project, env) as proc:
-        proc.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
-        proc.send({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        call = {"name": "smllm", "arguments": ENTER}
-        proc.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call})
-        assert proc.close() == 0
-        assert sorted(m["id"] for m in proc.rest()) == [1, 2, 3]
-        assert proc.stderr() == ""
-
-
-@pytest.mark.parametrize("sniffio", ["installed", "missing"])
-def test_end_of_input_after_a_call(
-    project: Path, env: dict[str, str], tmp_path: Path, sniffio: str
-) -> None:
-    """Input that ends after the answers (the usual way a client leaves) ends the server, with
-    and without sniffio: where it is installed, anyio finds its backend through it, which
-    works only inside a task (a loop callback that started one kept a server running for
-    ever on CI's Python, which has sniffio)."""
-    if sniffio == "installed":
-        assert importlib.util.find_spec("sniffio"), "install sniffio (the dev extra has it)"
-    else:
-        shim = tmp_path / "no-sniffio"
-        shim.mkdir()
-        (shim / "sniffio.py").write_text(
-            "raise ModuleNotFoundError(\"No module named 'sniffio'\", name='sniffio')\n"
-        )
-        paths = [str(shim), env.get("PYTHONPATH", "")]
-        env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
-    with McpProcess(project, env) as proc:
-        proc.initialize()
-        text, is_error = proc.tool(**ENTER)
-        assert not is_error, text
-        assert proc.close(timeout=20) == 0
-        assert proc.rest() == []
-        assert proc.stderr() == ""
-
-
-def test_end_of_input_at_once(project: Path, env: dict[str, str]) -> None:
-    ran = smllm(["mcp"], project, env, stdin="")
-    assert ran == (0, "", "")
 
 
 def test_fuzz_one_server(project: Path, env: dict[str, str]) -> None:
