@@ -22,6 +22,7 @@ __all__ = [
     "MODES",
     "Block",
     "Ctrl",
+    "Part",
     "Reasoning",
     "SmiError",
     "TokenRun",
@@ -123,7 +124,7 @@ class Transmission:
 
     @property
     def side(self) -> str | None:
-        """"runtime", "model", or None (empty, or mixed: `check` refuses both)."""
+        """ "runtime", "model", or None (empty, or mixed: `check` refuses both)."""
         sides = {b.side for b in self.blocks}
         return sides.pop() if len(sides) == 1 else None
 
@@ -253,4 +254,3 @@ def check(transmissions: Sequence[Transmission], *, strict: bool = True) -> Reas
             elif block.kind is Kind.THINK and reasoning and reasoning.mode == "disabled":
                 raise SmiError("a think block while ctrl.reasoning.mode is disabled", t, b)
     return reasoning
-
