@@ -91,8 +91,11 @@ def loaded(
         timeout=60,
         input=stdin,
     )
-    names = set(out.read_text().split()) if out.exists() else set()
-    out.unlink(missing_ok=True)
+    # no dump means the process never reached its exit handlers: not "no modules" (a test
+    # counting that as clean could pass on a crash)
+    assert out.exists(), f"no module dump from {args}: rc {proc.returncode}, {proc.stderr[-500:]}"
+    names = set(out.read_text().split())
+    out.unlink()
     return Ran(proc.returncode, proc.stdout, proc.stderr), names
 
 
