@@ -2,8 +2,8 @@
 
 Each racer is a separate Python process (tests/helpers/racer.py) with its own session. They all
 wait at a file barrier, then fire at once. Afterwards the SQLite files are read directly (with
-the `sqlite3` module, and `PRAGMA integrity_check` through the `sqlite3` CLI) and checked
-against what the racers were told:
+the `sqlite3` module; `PRAGMA integrity_check` through the module and the `sqlite3` CLI) and
+checked against what the racers were told:
 
 - every accepted call (exit 0) wrote exactly one history record, and no refused call wrote one:
   no lost update, no phantom write;
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -29,10 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, enter_args, smllm
+from conftest import ROOT, enter_args, require_tool, smllm
 
 RACER = ROOT / "helpers" / "racer.py"
-SQLITE_CLI = "/usr/bin/sqlite3"
 #: how long the test waits for racers to reach a barrier, and for them to finish
 READY_LIMIT = 60.0
 FINISH_LIMIT = 120.0
@@ -60,12 +58,13 @@ def query(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...
 
 
 def integrity_cli(db: Path) -> str:
-    """`PRAGMA integrity_check` through the real sqlite3 command-line shell."""
-    if not os.path.exists(SQLITE_CLI):
-        # the module's own check, where the shell isn't installed
-        return str(query(db, "PRAGMA integrity_check")[0][0])
+    """`PRAGMA integrity_check` through Python's sqlite3, always, and then through the real
+    sqlite3 command-line shell (a missing shell fails the test, saying how to install it)."""
+    module = str(query(db, "PRAGMA integrity_check")[0][0])
+    if module != "ok":
+        return module
     proc = subprocess.run(
-        [SQLITE_CLI, str(db), "PRAGMA integrity_check;"],
+        [require_tool("sqlite3", "apt-get install sqlite3"), str(db), "PRAGMA integrity_check;"],
         capture_output=True,
         text=True,
         timeout=30,
