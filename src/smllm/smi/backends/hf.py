@@ -1,0 +1,118 @@
+"""`HFBackend`: a transformers causal LM as an SMI backend (transformers 5.24 state API).
+
+How each family carries its sequence memory (verified on CPU, see the SMI notes):
+
+- Mamba, Mamba2, GPT-2, Llama and other KV models: `model(input_ids=new, cache=cache,
+  use_cache=True)` → `out.cache` (a `DynamicCache`, updated in place);
+- RWKV-4: `model(input_ids=new, state=state, use_cache=True)` → `out.state` (5 tensors);
+- Mamba-1 (and FalconMamba, the same mixer): feeding more than one id onto a non-empty cache
+  is wrong in the torch fallback (its scan restarts from zero), so new ids go one at a time
+  once the cache holds anything; the first feed of a fresh state may be any length.
+
+Caches update in place, so a state is never shared: `new_state()` makes an empty holder and
+the first feed creates the cache inside it; `snapshot`/`restore` deep-copy. Everything runs
+under `torch.no_grad()`. A hand-written loop over `forward` (this) avoids `generate`'s
+continuation traps (it never feeds its last sampled token; KV models need the full attention
+mask).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ONE_TOKEN_FAMILIES", "HFBackend", "HFState"]
+
+#: model types whose multi-id feeds onto a non-empty cache are wrong: fed one id at a time
+ONE_TOKEN_FAMILIES = frozenset({"mamba", "falcon_mamba"})
+#: model types whose memory is `state=` / `.state` (RWKV-4); every other type uses `cache=`
+STATE_FAMILIES = frozenset({"rwkv"})
+
+
+@dataclass
+class HFState:
+    """One session's memory: the model's cache or RWKV state (None before the first feed),
+    the logits of the last position fed, and how many ids it has seen."""
+
+    memory: Any = None
+    logits: Any = None
+    seen: int = 0
+    history: list[int] = field(default_factory=list)
+
+
+class HFBackend:
+    """A transformers causal LM (`model.eval()` is called) behind the `Backend` protocol.
+
+    `one_token_at_a_time` overrides the family rule (None: Mamba-1 and FalconMamba only);
+    `keep_history` keeps every fed id in the state (for tests and debugging).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        one_token_at_a_time: bool | None = None,
+        keep_history: bool = False,
+    ) -> None:
+        self.model = model.eval()
+        self.model_type = str(getattr(model.config, "model_type", ""))
+        self.uses_state = self.model_type in STATE_FAMILIES
+        self.one_token = (
+            self.model_type in ONE_TOKEN_FAMILIES
+            if one_token_at_a_time is None
+            else one_token_at_a_time
+        )
+        self.keep_history = keep_history
+        out = model.get_output_embeddings()
+        self._vocab = int(out.weight.shape[0]) if out is not None else int(model.config.vocab_size)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._vocab
+
+    @property
+    def device(self) -> Any:
+        return self.model.device
+
+    def new_state(self) -> HFState:
+        return HFState()
+
+    def feed(self, state: HFState, ids: Sequence[int]) -> Any:
+        """Run `ids` onto `state`; the logits (1-D, float32) of the last position."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            if state.logits is None:
+                raise ValueError("feed([]) on a state that has seen no ids has no logits")
+            return state.logits
+        import torch
+
+        with torch.no_grad():
+            if self.one_token and state.memory is not None:
+                for token_id in ids:
+                    self._forward(state, [token_id])
+            else:
+                self._forward(state, ids)
+        state.seen += len(ids)
+        if self.keep_history:
+            state.history.extend(ids)
+        return state.logits
+
+    def _forward(self, state: HFState, ids: list[int]) -> None:
+        import torch
+
+        input_ids = torch.tensor([ids], dtype=torch.long, device=self.model.device)
+        if self.uses_state:
+            out = self.model(input_ids=input_ids, state=state.memory, use_cache=True)
+            state.memory = out.state
+        else:
+            out = self.model(input_ids=input_ids, cache=state.memory, use_cache=True)
+            state.memory = out.cache
+        state.logits = out.logits[0, -1].float()
+
+    def snapshot(self, state: HFState) -> HFState:
+        return copy.deepcopy(state)
+
+    def restore(self, snapshot: HFState) -> HFState:
+        return copy.deepcopy(snapshot)

@@ -1,0 +1,216 @@
+"""The reasoning budget enforced at generation time, over token ids (seed 003: "The runtime
+MUST enforce actual generation limits. The model must not be relied upon to enforce its own
+reasoning budget").
+
+`BudgetProcessor` is a per-session state machine over the ids the model generates in one turn
+(`reset` starts the next turn). It keeps its own state: it never needs the caller to pass the
+whole history, so it works with a carried recurrent state or KV cache, with `generate` called
+once per turn, and inside a serving engine that hands it one sampled id at a time.
+
+What it allows at each step (every marker is one id, so the rules are sets of ids):
+
+- never: the runtime-side structural ids (ctrl, sys, dev, caps, usr, obs) and the 22 reserved
+  ids of the block (slots 10-31, BOS/EOS included), plus any `extra_forbidden` ids (a base
+  vocabulary's own specials); a tiny random model emits all of them otherwise;
+- first token of a transmission: only a model-side block token (think, out, act). Text before
+  any block has no type, and `<|eot|>` first would be an empty transmission (`stream.check`
+  refuses both in strict mode), so neither is allowed;
+- right after a block token: a payload id, never a structural one. The canonical framing puts
+  `"\n"` there anyway, and an empty block is otherwise a free loop: `<|think|><|think|>…`
+  would open THINK blocks for ever without spending a single THINK token;
+- `<|think|>` only while reasoning is not `disabled` and budget remains (`max_tokens` None is
+  no limit; `max_tokens` 0 means no THINK at all: an empty THINK block is pointless);
+- inside THINK, once `max_tokens` ids have been generated there (all THINK blocks of the turn
+  together; every id after the `<|think|>` token counts, its framing `"\\n"` included, so the
+  count is an upper bound on what the model reasoned): only `<|out|>` or `<|act|>` — the runtime
+  decides that thinking ends, the model only chooses how to continue — and no `<|think|>` again
+  that turn;
+- reasoning None (no CTRL has set it) behaves as the seed's default, adaptive without a limit.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import Any
+
+from .stream import Reasoning
+from .tokens import BLOCK_SIZE, RUNTIME_SIDE, Kind, TokenIds
+
+__all__ = ["BudgetLogitsProcessor", "BudgetProcessor", "Phase"]
+
+
+class Phase(enum.Enum):
+    """Where the model is in its transmission."""
+
+    START = "start"  # no block yet
+    THINK = "think"
+    OUT = "out"
+    ACT = "act"
+    DONE = "done"  # `<|eot|>` generated: the turn is over
+
+
+_PHASE_OF = {Kind.THINK: Phase.THINK, Kind.OUT: Phase.OUT, Kind.ACT: Phase.ACT}
+
+
+class BudgetProcessor:
+    """Masks the ids the model may not generate next and advances on each generated id.
+
+    `apply(logits)` (a torch tensor, `(vocab,)` or `(1, vocab)`) returns a copy with the
+    forbidden ids at -inf; `allowed_mask(vocab_size)` gives the same rule as booleans for
+    a backend without torch; `observe(token_id)` records the id that was generated.
+    """
+
+    def __init__(
+        self,
+        ids: TokenIds,
+        reasoning: Reasoning | None = None,
+        *,
+        extra_forbidden: Iterable[int] = (),
+    ) -> None:
+        self.ids = ids
+        runtime = {ids[k] for k in RUNTIME_SIDE}
+        reserved = {ids[slot] for slot in range(len(Kind), BLOCK_SIZE)}
+        self._always = frozenset(runtime | reserved | set(extra_forbidden))
+        overlap = self._always & {ids[Kind.THINK], ids[Kind.OUT], ids[Kind.ACT], ids[Kind.EOT]}
+        if overlap:
+            raise ValueError(f"extra_forbidden may not hold model-side ids: {sorted(overlap)}")
+        self._masks: dict[tuple[object, ...], Any] = {}
+        self.reset(reasoning)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def reset(self, reasoning: Reasoning | None = None) -> None:
+        """Start a new turn under `reasoning` (the reasoning in force for this turn)."""
+        self.reasoning = reasoning
+        self.phase = Phase.START
+        self.think_tokens = 0
+        self.block_tokens = 0
+        self.generated = 0
+
+    @property
+    def limit(self) -> int | None:
+        """THINK ids allowed this turn (None: no limit)."""
+        r = self.reasoning
+        if r is None:
+            return None
+        if r.mode == "disabled":
+            return 0
+        return r.max_tokens
+
+    @property
+    def spent(self) -> bool:
+        """True once no more THINK ids may be generated this turn."""
+        limit = self.limit
+        return limit is not None and self.think_tokens >= limit
+
+    def observe(self, token_id: int) -> None:
+        """Record one generated id (the one sampled from the masked logits)."""
+        if self.phase is Phase.DONE:
+            raise ValueError("the turn is over (<|eot|> was generated); reset() starts the next")
+        if not self.allows(token_id):
+            raise ValueError(f"id {token_id} was not allowed here ({self.phase.value})")
+        self.generated += 1
+        kind = self.ids.kind_of(token_id)
+        if kind is Kind.EOT:
+            self.phase = Phase.DONE
+        elif kind in _PHASE_OF:
+            self.phase = _PHASE_OF[kind]
+            self.block_tokens = 0
+        else:
+            self.block_tokens += 1
+            if self.phase is Phase.THINK:
+                self.think_tokens += 1
+
+    # -- the rule ------------------------------------------------------------------------
+
+    def _rule(self) -> tuple[str, frozenset[int]]:
+        """("only", ids) or ("forbid", ids) for the next id."""
+        ids = self.ids
+        think, out, act, eot = ids[Kind.THINK], ids[Kind.OUT], ids[Kind.ACT], ids[Kind.EOT]
+        if self.phase is Phase.DONE:
+            raise ValueError("the turn is over (<|eot|> was generated); reset() starts the next")
+        if self.phase is Phase.START:
+            return ("only", frozenset({out, act} if self.spent else {think, out, act}))
+        if self.phase is Phase.THINK and self.spent:
+            return ("only", frozenset({out, act}))
+        if self.block_tokens == 0:
+            return ("forbid", self._always | {think, out, act, eot})
+        if self.spent:
+            return ("forbid", self._always | {think})
+        return ("forbid", self._always)
+
+    def allows(self, token_id: int) -> bool:
+        how, which = self._rule()
+        return token_id in which if how == "only" else token_id not in which
+
+    def allowed_mask(self, vocab_size: int) -> list[bool]:
+        """For each id below `vocab_size`, whether it may come next."""
+        how, which = self._rule()
+        if how == "only":
+            return [i in which for i in range(vocab_size)]
+        return [i not in which for i in range(vocab_size)]
+
+    def apply(self, logits: Any) -> Any:
+        """A copy of `logits` (torch, last dimension the vocabulary) with every forbidden id
+        at -inf. The masks are built once per (rule, size, device) and reused."""
+        import torch
+
+        how, which = self._rule()
+        vocab = int(logits.shape[-1])
+        key = (how, which, vocab, str(logits.device))
+        mask = self._masks.get(key)
+        if mask is None:
+            inside = torch.tensor(sorted(i for i in which if i < vocab), dtype=torch.long)
+            if how == "only":
+                mask = torch.ones(vocab, dtype=torch.bool)
+                mask[inside] = False
+            else:
+                mask = torch.zeros(vocab, dtype=torch.bool)
+                mask[inside] = True
+            mask = mask.to(logits.device)
+            self._masks[key] = mask
+        return logits.masked_fill(mask, float("-inf"))
+
+    def hf(self) -> BudgetLogitsProcessor:
+        """A transformers logits processor for one `generate` call over this processor."""
+        return BudgetLogitsProcessor(self)
+
+
+class BudgetLogitsProcessor:
+    """`BudgetProcessor` as a transformers `LogitsProcessor` for `generate(...,
+    logits_processor=[budget.hf()], eos_token_id=ids[Kind.EOT])`, batch 1.
+
+    `generate` passes the whole sequence it knows (this call's prompt and the ids generated so
+    far); this adapter remembers how much of it it has seen and hands the budget only the new
+    generated ids. Make one per `generate` call (`hf()`): its first call sees the prompt, which
+    the budget must not count. `generate` calls processors only before sampling, so the last
+    id it samples reaches the budget through `finish(sequences)` after the call. The budget
+    itself carries across calls (a turn continued by a second `generate`).
+    """
+
+    def __init__(self, budget: BudgetProcessor) -> None:
+        self.budget = budget
+        self._seen: int | None = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if input_ids.shape[0] != 1:
+            raise ValueError("BudgetLogitsProcessor handles batch 1 (one processor per row)")
+        length = int(input_ids.shape[1])
+        if self._seen is not None:
+            for token_id in input_ids[0, self._seen :].tolist():
+                self.budget.observe(int(token_id))
+        self._seen = length
+        return self.budget.apply(scores)
+
+    def finish(self, sequences: Any) -> None:
+        """Observe what `generate` sampled after its last call here (its returned sequences,
+        or `.sequences` of a dict output)."""
+        sequences = getattr(sequences, "sequences", sequences)
+        if self._seen is None:
+            return
+        for token_id in sequences[0, self._seen :].tolist():
+            if self.budget.phase is Phase.DONE:
+                break  # padding after <|eot|>
+            self.budget.observe(int(token_id))
+        self._seen = int(sequences.shape[1])
