@@ -191,7 +191,6 @@ def test_a_json_param_given_as_text_nested_too_deeply() -> None:
     assert refusal is None and checked["files"] == json.loads("[" * 64 + "]" * 64)
 
 
-@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_prompt_files_that_are_no_regular_file_or_too_large(
     project: Path, env: dict[str, str]
 ) -> None:

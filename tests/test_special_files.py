@@ -18,8 +18,6 @@ from pathlib import Path
 import pytest
 from conftest import Ran, smllm
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
-
 HANG_S = 20  # far beyond the ~0.1 s each command takes: only a blocked read gets near it
 
 NOT_CONFIGURED = (

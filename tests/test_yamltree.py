@@ -483,9 +483,11 @@ def test_yaml_imported_lazily() -> None:
 
 
 def test_uses_c_loader_and_is_fast() -> None:
-    yaml = pytest.importorskip("yaml")
-    if not getattr(yaml, "__with_libyaml__", False):
-        pytest.skip("PyYAML built without libyaml")
+    import yaml
+
+    assert getattr(yaml, "__with_libyaml__", False), (
+        "PyYAML here was built without libyaml: pip install --force-reinstall PyYAML (a wheel)"
+    )
     assert issubclass(yamltree._loader(False), yaml.CSafeLoader)
     lines = ["name: demo", "states:"]
     i = 0
