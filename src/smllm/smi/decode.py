@@ -1,0 +1,154 @@
+"""Incremental, UTF-8-safe decoding of payload ids, one id at a time (smi-notes §4.6).
+
+Decoding each id on its own turns a character split across byte-level tokens into U+FFFD, and
+"decode the prefix and slice" can change text already shown. A `Decoder` returns only complete
+characters from `step`, keeps an incomplete tail until a later id completes it, and gives the
+rest at `flush` (the end of a payload piece: the next structural id or a token run). The
+parser calls `reset` at each block start, so nothing of one payload leaks into the next.
+
+- `BytesDecoder` is for vocabularies whose ids map to raw bytes (the RWKV world trie): an
+  incremental UTF-8 decoder with errors "replace", so a byte that can never start or continue
+  a character becomes U+FFFD at once, and a tail that is still incomplete at `flush` becomes
+  one U+FFFD.
+- `HFDecoder` is for any Hugging Face tokenizer (ByteLevel, Metaspace, WordPiece, …), built on
+  `tokenizers.decoders.DecodeStream(skip_special_tokens=False)` and recreated per piece. What
+  it yields over a piece always adds up to `backend.decode(piece_ids,
+  skip_special_tokens=False)` of the whole piece: `flush` compares and gives the remainder.
+  Observed with tokenizers 0.23.3: the Metaspace decoder drops the leading space of the first
+  token of a decode call (`"▁lead"` decodes to `"lead"`), and DecodeStream does the same for
+  the first token of a piece; a canonical payload piece starts with the framing `"\\n"`, whose
+  token carries no `▁`, so nothing is lost there. WordPiece's Whitespace pre-tokenizer drops
+  every newline and space at encode time, so its payloads come back without the framing
+  newlines and with single spaces between words (lossy by construction, not by decoding).
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for"]
+
+_REPLACEMENT = "\ufffd"
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    """Text from payload ids, one id at a time; only complete characters come out."""
+
+    def step(self, token_id: int) -> str:
+        """The text this id completes ("" while a character is still incomplete). Raises
+        ValueError for an id the vocabulary doesn't have."""
+        ...
+
+    def flush(self) -> str:
+        """The rest of the current piece (an incomplete tail as U+FFFD); starts a new piece."""
+        ...
+
+    def reset(self) -> None:
+        """Forget the current piece without returning its tail."""
+        ...
+
+
+class BytesDecoder:
+    """Raw token bytes through an incremental UTF-8 decoder (errors "replace")."""
+
+    def __init__(self, token_bytes: Callable[[int], bytes]) -> None:
+        self._token_bytes = token_bytes
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def step(self, token_id: int) -> str:
+        try:
+            data = self._token_bytes(token_id)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(f"id {token_id} has no bytes in this vocabulary ({exc})") from None
+        if not isinstance(data, bytes | bytearray):
+            raise ValueError(f"id {token_id}: token_bytes gave {type(data).__name__}, not bytes")
+        return str(self._decoder.decode(data, False))
+
+    def flush(self) -> str:
+        text = str(self._decoder.decode(b"", True))
+        self._decoder.reset()
+        return text
+
+    def reset(self) -> None:
+        self._decoder.reset()
+
+
+class HFDecoder:
+    """A Hugging Face tokenizer's decoder, streamed through `DecodeStream` piece by piece.
+
+    `tokenizer` is a `tokenizers.Tokenizer` or anything with a `backend_tokenizer` (a
+    `PreTrainedTokenizerFast`). The ids of the current piece are kept, so `flush` can check the
+    streamed text against one decode of the whole piece and give exactly the remainder; should
+    DecodeStream ever fail (it refuses when a decoder rewrites text it already gave), the piece
+    goes on by whole-piece decoding, emitting only what extends the text already given.
+    """
+
+    def __init__(self, tokenizer: Any) -> None:
+        from tokenizers import Tokenizer
+
+        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+        if not isinstance(backend, Tokenizer):
+            raise ValueError(
+                "HFDecoder needs a tokenizers.Tokenizer or a fast tokenizer with "
+                f"backend_tokenizer, not {type(tokenizer).__name__}"
+            )
+        self._backend: Any = backend
+        self._stream: Any = None
+        self._ids: list[int] = []
+        self._given: list[str] = []
+        self._streaming = True
+        self.reset()
+
+    def reset(self) -> None:
+        from tokenizers.decoders import DecodeStream
+
+        self._stream = DecodeStream(skip_special_tokens=False)
+        self._ids = []
+        self._given = []
+        self._streaming = True
+
+    def _decode(self) -> str:
+        return str(self._backend.decode(self._ids, skip_special_tokens=False))
+
+    def step(self, token_id: int) -> str:
+        if token_id < 0 or self._backend.id_to_token(token_id) is None:
+            raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
+        self._ids.append(token_id)
+        piece: str | None = None
+        if self._streaming:
+            try:
+                piece = self._stream.step(self._backend, token_id)
+            except Exception:  # DecodeStream's InvalidPrefix: carry on by whole decodes
+                self._streaming = False
+        if not self._streaming:
+            full = self._decode()
+            given = "".join(self._given)
+            if full.endswith(_REPLACEMENT) or not full.startswith(given):
+                return ""
+            piece = full[len(given) :]
+        if piece:
+            self._given.append(piece)
+            return piece
+        return ""
+
+    def flush(self) -> str:
+        given = "".join(self._given)
+        full = self._decode() if self._ids else ""
+        self.reset()
+        # the whole decode is the truth; a decoder that rewrote given text can't be undone,
+        # so then only a longer ending is added
+        if full.startswith(given):
+            return full[len(given) :]
+        return ""
+
+
+def decoder_for(vocabulary: Any) -> Decoder:
+    """The decoder that fits: `BytesDecoder` for an object with `token_bytes(id) -> bytes` (a
+    trie encoder), `HFDecoder` for a Hugging Face tokenizer."""
+    token_bytes = getattr(vocabulary, "token_bytes", None)
+    if callable(token_bytes):
+        return BytesDecoder(token_bytes)
+    return HFDecoder(vocabulary)

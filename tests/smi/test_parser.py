@@ -1,0 +1,676 @@
+"""The streaming parser (smllm.smi.parser) and its incremental decoders (smllm.smi.decode).
+
+Streams are built here the way the compiler builds them: structural ids, and each segment
+between them ("\\n" + payload + "\\n" inside a block, "\\n" after an EOT) encoded as plain
+text; token runs of other modalities go in as they are, the text around them encoded piece by
+piece. Two vocabularies: a toy byte-level one (ids 0-255 are bytes, a few merges such as
+"\\n\\n", every non-ASCII character split across byte ids) decoded by `BytesDecoder`, and the
+trained tokenizers of conftest.py decoded by `HFDecoder`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from smllm.smi.decode import BytesDecoder, Decoder, HFDecoder, decoder_for
+from smllm.smi.parser import (
+    BlockEnd,
+    BlockStart,
+    EndOfTransmission,
+    Event,
+    ParseError,
+    PayloadText,
+    PayloadTokens,
+    StreamParser,
+    Violation,
+    parse_ids,
+)
+from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
+from smllm.smi.tokens import BOS, EOS, MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
+
+SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+# -- a toy byte-level vocabulary ---------------------------------------------------------------
+
+MERGES = [b"\n\n", b"\n\n\n", b" \n", b"\nhe", b"llo\n", b"o\n\n", b"  ", b"\xf0\x9f"]
+TOY: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
+TOY.update({256 + i: m for i, m in enumerate(MERGES)})
+TOY_IDS = TokenIds.contiguous(1000)
+IMAGE = range(2000, 2100)
+AUDIO = range(3000, 3100)
+MODALITIES = {"image": IMAGE, "audio": AUDIO}
+_BY_BYTES = {v: k for k, v in TOY.items()}
+_LONGEST = max(len(m) for m in MERGES)
+
+
+def toy_encode(text: str) -> list[int]:
+    """Greedy longest match over the toy vocabulary."""
+    data = text.encode()
+    out, i = [], 0
+    while i < len(data):
+        for n in range(min(_LONGEST, len(data) - i), 0, -1):
+            token = _BY_BYTES.get(data[i : i + n])
+            if token is not None:
+                out.append(token)
+                i += n
+                break
+    return out
+
+
+def toy_decoder() -> BytesDecoder:
+    return BytesDecoder(TOY.__getitem__)
+
+
+def toy_parser(**kwargs: Any) -> StreamParser:
+    return StreamParser(TOY_IDS, toy_decoder(), **kwargs)
+
+
+# -- building streams --------------------------------------------------------------------------
+
+
+def block_ids(block: Block, ids: TokenIds, encode: Callable[[str], list[int]]) -> list[int]:
+    """One block as the compiler writes it: TOKEN, then "\\n" + payload + "\\n", text pieces
+    encoded around the token runs."""
+    out = [ids[block.kind]]
+    text = "\n"
+    for part in block.parts:
+        if isinstance(part, str):
+            text += part
+        else:
+            out += encode(text) if text else []
+            out += list(part.ids)
+            text = ""
+    out += encode(text + "\n")
+    return out
+
+
+def stream_ids(
+    transmissions: Sequence[Transmission], ids: TokenIds, encode: Callable[[str], list[int]]
+) -> list[int]:
+    out: list[int] = []
+    for transmission in transmissions:
+        for block in transmission.blocks:
+            out += block_ids(block, ids, encode)
+        out.append(ids[Kind.EOT])
+        out += encode("\n")
+    return out
+
+
+def feed_all(parser: StreamParser, token_ids: Sequence[int]) -> list[Event]:
+    events: list[Event] = []
+    for token_id in token_ids:
+        events += parser.feed(token_id)
+    return events + parser.finish()
+
+
+def transmissions_of(events: Sequence[Event]) -> list[Transmission]:
+    return [e.transmission for e in events if isinstance(e, EndOfTransmission)]
+
+
+def normalized(kind: Kind, parts: Sequence[str | TokenRun]) -> Block:
+    """The block the parser must give back: adjacent texts joined, empty texts dropped,
+    adjacent runs of one modality joined."""
+    out: list[str | TokenRun] = []
+    for part in parts:
+        if part == "":
+            continue
+        last = out[-1] if out else None
+        if isinstance(part, str) and isinstance(last, str):
+            out[-1] = last + part
+        elif (
+            isinstance(part, TokenRun)
+            and isinstance(last, TokenRun)
+            and last.modality == part.modality
+        ):
+            out[-1] = TokenRun(last.ids + part.ids, part.modality)
+        else:
+            out.append(part)
+    return Block(kind, tuple(out))
+
+
+# -- strategies --------------------------------------------------------------------------------
+
+#: characters that stress the framing and UTF-8: newlines, spaces, CR, tab, accents, CJK,
+#: emoji (4 bytes) and a ZWJ sequence
+ALPHABET = ["\n", "\n", " ", " ", "a", "b", "h", "e", "l", "o", "\r", "\t", "é", "你", "🙂", "👩‍💻"]
+texts = st.lists(st.sampled_from(ALPHABET), max_size=12).map("".join)
+runs = st.builds(
+    lambda name, ids: TokenRun(tuple(ids), name),
+    st.sampled_from(["image", "audio"]),
+    st.lists(st.integers(0, 99), min_size=1, max_size=4),
+).map(
+    lambda r: TokenRun(
+        tuple(i + (IMAGE if r.modality == "image" else AUDIO)[0] for i in r.ids), r.modality
+    )
+)
+parts = st.lists(st.one_of(texts, texts, runs), max_size=4)
+model_block = st.builds(normalized, st.sampled_from(sorted(MODEL_SIDE)), parts)
+runtime_block = st.builds(
+    normalized, st.sampled_from([Kind.SYS, Kind.DEV, Kind.USR, Kind.OBS]), parts
+)
+model_transmission = st.lists(model_block, min_size=1, max_size=4).map(Transmission.of)
+runtime_transmission = st.lists(runtime_block, min_size=1, max_size=4).map(
+    lambda blocks: Transmission.of(sorted(blocks, key=lambda b: int(b.kind)))
+)
+conversations = st.lists(st.one_of(model_transmission, runtime_transmission), max_size=4)
+
+
+# -- round trips -------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(conversations)
+def test_a_conversation_parses_back_to_itself(conversation: list[Transmission]) -> None:
+    token_ids = stream_ids(conversation, TOY_IDS, toy_encode)
+    parser = toy_parser(side="any", modalities=MODALITIES)
+    assert transmissions_of(feed_all(parser, token_ids)) == conversation
+
+
+@SETTINGS
+@given(conversations, st.data())
+def test_any_chunking_gives_the_same_events(
+    conversation: list[Transmission], data: st.DataObject
+) -> None:
+    token_ids = stream_ids(conversation, TOY_IDS, toy_encode)
+    one_by_one = feed_all(toy_parser(side="any", modalities=MODALITIES), token_ids)
+    cuts = sorted(data.draw(st.sets(st.integers(0, len(token_ids)), max_size=8)))
+    parser = toy_parser(side="any", modalities=MODALITIES)
+    chunked: list[Event] = []
+    for start, end in zip([0, *cuts], [*cuts, len(token_ids)], strict=True):
+        chunked += parser.feed(token_ids[start:end])
+    assert chunked + parser.finish() == one_by_one
+
+
+@SETTINGS
+@given(st.lists(model_block, min_size=1, max_size=4))
+def test_text_deltas_add_up_to_the_block(blocks: list[Block]) -> None:
+    """Deltas carry no framing, the events come in order, and the pieces of each block add
+    up to its parts."""
+    token_ids = stream_ids([Transmission.of(blocks)], TOY_IDS, toy_encode)
+    events = feed_all(toy_parser(modalities=MODALITIES), token_ids)
+    rebuilt: list[Block] = []
+    pieces: list[str | TokenRun] = []
+    for event in events:
+        if isinstance(event, BlockStart):
+            pieces = []
+        elif isinstance(event, PayloadText):
+            assert event.text
+            pieces.append(event.text)
+        elif isinstance(event, PayloadTokens):
+            pieces.append(TokenRun(event.ids, event.modality))
+        elif isinstance(event, BlockEnd):
+            assert normalized(event.block.kind, pieces) == event.block
+            rebuilt.append(event.block)
+    assert rebuilt == blocks
+
+
+EDGE_PAYLOADS = [
+    "",
+    "\n",
+    "\n\n",
+    "\n\n\n",
+    " ",
+    "  leading and trailing  ",
+    "\nleading newline",
+    "trailing newline\n",
+    "a\n\nb",
+    "hello\n\n",
+    "\n\nhello",
+    "漢字 と ひらがな、中文 文本",
+    "Emoji: 🙂 👍 🎉 👩‍💻 ❤️ 🚀",
+    "\r\n",
+    '{"id":"a1","type":"tool","name":"bash","arguments":{"command":"git status"}}',
+]
+
+
+@pytest.mark.parametrize("payload", EDGE_PAYLOADS)
+@pytest.mark.parametrize("kind", sorted(set(Kind) - {Kind.EOT, Kind.CTRL, Kind.CAPS}))
+def test_every_block_type_and_edge_payload(kind: Kind, payload: str) -> None:
+    side = "model" if kind in MODEL_SIDE else "runtime"
+    conversation = [Transmission.of([Block.of(kind, payload)])]
+    token_ids = stream_ids(conversation, TOY_IDS, toy_encode)
+    assert transmissions_of(feed_all(toy_parser(side=side), token_ids)) == conversation
+
+
+def test_ctrl_and_caps_blocks_round_trip() -> None:
+    ctrl = {"reasoning": {"mode": "fixed", "effort": "high", "max_tokens": 64}, "realtime": True}
+    caps = {"tools": [{"name": "bash", "parameters": {"type": "object"}}]}
+    conversation = [
+        Transmission.of([Block.of("ctrl", ctrl), Block.of("caps", caps), Block.of("usr", "hi")]),
+        Transmission.of([Block.of("think", "x"), Block.of("out", "y")]),
+    ]
+    parser = toy_parser(side="any")
+    events = feed_all(parser, stream_ids(conversation, TOY_IDS, toy_encode))
+    assert transmissions_of(events) == conversation
+    assert parser.reasoning == Reasoning("fixed", "high", 64)
+
+
+def test_the_seeds_coding_agent_conversation() -> None:
+    act = {"id": "a1", "type": "tool", "name": "read_file", "arguments": {"path": "src/auth.ts"}}
+    conversation = [
+        Transmission.of(
+            [
+                Block.of("ctrl", {"reasoning": {"mode": "adaptive", "effort": "high"}}),
+                Block.of("sys", "You are a secure autonomous coding agent."),
+                Block.of("dev", "Inspect code before modifying it.\nRun relevant tests."),
+                Block.of("caps", {"tools": [{"name": "read_file", "parameters": {}}]}),
+                Block.of("usr", "Fix the failing authentication test."),
+            ]
+        ),
+        Transmission.of([Block.of("think", "I need to inspect it."), Block.of("act", act)]),
+        Transmission.of([Block.of("obs", {"caused_by": "a1", "ok": True, "content": "..."})]),
+        Transmission.of([Block.of("out", "Fixed. All 42 tests pass.")]),
+    ]
+    token_ids = stream_ids(conversation, TOY_IDS, toy_encode)
+    assert parse_ids(token_ids, TOY_IDS, toy_decoder()) == conversation
+    assert json.loads(conversation[1].blocks[1].text) == act
+
+
+# -- framing at the text level -----------------------------------------------------------------
+
+
+def test_a_trailing_newline_waits_for_the_next_id() -> None:
+    parser = toy_parser()
+    assert parser.feed(TOY_IDS[Kind.OUT]) == [BlockStart(Kind.OUT)]
+    # one delta per id ("\n", "a", "b", "\n" are single bytes here)
+    assert parser.feed(toy_encode("\nab\n")) == [
+        PayloadText(Kind.OUT, "a"),
+        PayloadText(Kind.OUT, "b"),
+    ]
+    # more text: the held "\n" was payload after all
+    assert parser.feed(toy_encode("c")) == [PayloadText(Kind.OUT, "\nc")]
+    assert parser.feed(toy_encode("\n")) == []
+    events = parser.feed(TOY_IDS[Kind.EOT])
+    assert events[0] == BlockEnd(Block.of(Kind.OUT, "ab\nc"))
+
+
+def test_merged_newline_tokens_are_split_at_the_text_level() -> None:
+    """The toy vocabulary's "\\n\\n" and "\\n\\n\\n" merge framing with payload newlines."""
+    for payload, merged in [
+        ("", b"\n\n"),
+        ("\n", b"\n\n\n"),
+        ("o\n", b"o\n\n"),
+        ("hello", b"llo\n"),
+    ]:
+        token_ids = block_ids(Block.of("out", payload), TOY_IDS, toy_encode)
+        assert _BY_BYTES[merged] in token_ids
+        events = feed_all(toy_parser(), [*token_ids, TOY_IDS[Kind.EOT]])
+        assert transmissions_of(events) == [Transmission.of([Block.of("out", payload)])]
+
+
+def test_a_payload_without_framing_newlines_is_read_as_it_is() -> None:
+    token_ids = [TOY_IDS[Kind.ACT], *toy_encode('{"id":"a1"}'), TOY_IDS[Kind.EOT]]
+    (transmission,) = transmissions_of(feed_all(toy_parser(), token_ids))
+    assert transmission.blocks == (Block.of("act", '{"id":"a1"}'),)
+
+
+def test_only_one_newline_is_framing_on_each_side() -> None:
+    token_ids = [TOY_IDS[Kind.OUT], *toy_encode("\n\n\nx\n\n\n"), TOY_IDS[Kind.EOT]]
+    (transmission,) = transmissions_of(feed_all(toy_parser(), token_ids))
+    assert transmission.blocks[0].text == "\n\nx\n\n"
+
+
+def test_a_newline_before_a_run_is_payload() -> None:
+    run = TokenRun((2001, 2002), "image")
+    block = Block.of("usr", ["look:\n", run, "\nok"])
+    token_ids = [*block_ids(block, TOY_IDS, toy_encode), TOY_IDS[Kind.EOT]]
+    events = feed_all(toy_parser(side="runtime", modalities=MODALITIES), token_ids)
+    assert transmissions_of(events) == [Transmission.of([block])]
+    assert PayloadTokens(Kind.USR, (2001,), "image") in events
+
+
+def test_runs_of_different_modalities_stay_apart() -> None:
+    block = Block.of("out", [TokenRun((2001,), "image"), TokenRun((3001, 3002), "audio")])
+    token_ids = [*block_ids(block, TOY_IDS, toy_encode), TOY_IDS[Kind.EOT]]
+    events = feed_all(toy_parser(modalities=MODALITIES), token_ids)
+    assert transmissions_of(events) == [Transmission.of([block])]
+
+
+def test_is_text_marks_other_ids_as_runs_without_a_modality() -> None:
+    token_ids = [TOY_IDS[Kind.ACT], *toy_encode("\n"), 5000, 5001, *toy_encode("\n")]
+    parser = toy_parser(is_text=lambda i: i < 1000)
+    events = feed_all(parser, [*token_ids, TOY_IDS[Kind.EOT]])
+    (transmission,) = transmissions_of(events)
+    assert transmission.blocks == (Block.of("act", TokenRun((5000, 5001))),)
+
+
+def test_ctrl_and_caps_payloads_hold_text_only() -> None:
+    token_ids = [TOY_IDS[Kind.CAPS], *toy_encode("\n{}"), 2001]
+    with pytest.raises(ParseError, match="caps payload"):
+        feed_all(toy_parser(side="runtime", modalities=MODALITIES), token_ids)
+
+
+# -- UTF-8 ---------------------------------------------------------------------------------------
+
+
+def test_a_character_split_across_ids_is_never_emitted_half() -> None:
+    parser = toy_parser()
+    parser.feed(TOY_IDS[Kind.OUT])
+    events: list[Event] = []
+    for token_id in toy_encode("\n🙂你\n"):
+        events += parser.feed(token_id)
+    texts = [e.text for e in events if isinstance(e, PayloadText)]
+    assert texts == ["🙂", "你"]
+
+
+def test_invalid_bytes_become_replacement_characters() -> None:
+    token_ids = [TOY_IDS[Kind.OUT], 10, 0xFF, ord("a"), 0xF0, 0x9F, 10, TOY_IDS[Kind.EOT]]
+    (transmission,) = transmissions_of(feed_all(toy_parser(), token_ids))
+    # 0xFF is invalid at once; F0 9F is a tail cut off by the framing "\n" (invalid there too)
+    assert transmission.blocks[0].text.startswith("\ufffda\ufffd")
+    assert "\ufffd" not in transmission.blocks[0].text[4:].strip("\ufffd\n")
+
+
+def test_bytes_decoder_holds_an_incomplete_tail_until_flush() -> None:
+    decoder = BytesDecoder(TOY.__getitem__)
+    emoji = "🙂".encode()
+    assert [decoder.step(b) for b in emoji[:3]] == ["", "", ""]
+    assert decoder.flush() == "\ufffd"
+    # flush started a new piece: nothing of the old tail is left
+    assert "".join(decoder.step(b) for b in emoji) == "🙂"
+    decoder.step(emoji[0])
+    decoder.reset()
+    assert decoder.step(ord("x")) == "x"
+
+
+def test_bytes_decoder_refuses_an_unknown_id() -> None:
+    with pytest.raises(ValueError, match="no bytes"):
+        BytesDecoder(TOY.__getitem__).step(99999)
+
+
+# -- HF decoders ---------------------------------------------------------------------------------
+
+
+def hf_encode(tokenizer: Any) -> Callable[[str], list[int]]:
+    backend = tokenizer.backend_tokenizer
+    return lambda text: list(backend.encode(text, add_special_tokens=False).ids)
+
+
+def hf_ids(tokenizer: Any) -> TokenIds:
+    return TokenIds.contiguous(tokenizer.backend_tokenizer.get_vocab_size(with_added_tokens=True))
+
+
+#: characters every conftest tokenizer was trained on (no <unk> for the Metaspace ones)
+HF_ALPHABET = ["\n", " ", " ", "a", "e", "t", "s", "é", "字", "🙂", "🚀", ".", "{", '"', "\t"]
+hf_texts = st.lists(st.sampled_from(HF_ALPHABET), max_size=16).map("".join)
+
+
+@SETTINGS
+@given(hf_texts)
+def test_hf_decoder_adds_up_to_one_decode(any_tokenizer: Any, text: str) -> None:
+    """Streamed pieces plus the flush equal one decode of all the ids, for every family."""
+    token_ids = hf_encode(any_tokenizer)(text)
+    decoder = HFDecoder(any_tokenizer)
+    streamed = "".join(decoder.step(i) for i in token_ids) + decoder.flush()
+    backend = any_tokenizer.backend_tokenizer
+    assert streamed == backend.decode(token_ids, skip_special_tokens=False)
+
+
+@SETTINGS
+@given(st.lists(st.lists(hf_texts, min_size=1, max_size=3), min_size=1, max_size=3))
+def test_hf_payloads_parse_to_the_decoded_text(any_tokenizer: Any, blocks: list[list[str]]) -> None:
+    """For every family the parser's text is the decode of the payload ids, framing removed;
+    ByteLevel and Metaspace (on characters they were trained on) give the payload back."""
+    encode, ids = hf_encode(any_tokenizer), hf_ids(any_tokenizer)
+    conversation = [
+        Transmission.of(
+            [Block.of(kind, payload) for kind, payload in zip(kinds, payloads, strict=False)]
+        )
+        for kinds, payloads in [([Kind.THINK, Kind.OUT, Kind.ACT], b) for b in blocks]
+    ]
+    token_ids = stream_ids(conversation, ids, encode)
+    parsed = parse_ids(token_ids, ids, HFDecoder(any_tokenizer), side="model")
+    backend = any_tokenizer.backend_tokenizer
+    expected = []
+    for transmission in conversation:
+        got = []
+        for block in transmission.blocks:
+            text = backend.decode(encode("\n" + block.text + "\n"), skip_special_tokens=False)
+            text = text.removeprefix("\n")
+            text = text.removesuffix("\n")
+            got.append(Block.of(block.kind, text))
+        expected.append(Transmission.of(got))
+    assert parsed == expected
+    if not any_tokenizer.backend_tokenizer.to_str().count('"WordPiece"'):
+        assert parsed == conversation
+
+
+def test_wordpiece_loses_the_framing_newlines_and_still_parses(wordpiece: Any) -> None:
+    encode, ids = hf_encode(wordpiece), hf_ids(wordpiece)
+    assert encode("\n") == []
+    block = Block.of("out", "Fix the failing test.")
+    (transmission,) = parse_ids(
+        stream_ids([Transmission.of([block])], ids, encode), ids, HFDecoder(wordpiece)
+    )
+    assert transmission.blocks == (Block.of("out", "fix the failing test."),)
+
+
+def test_metaspace_leading_space_of_a_payload_survives(metaspace_first: Any) -> None:
+    encode, ids = hf_encode(metaspace_first), hf_ids(metaspace_first)
+    block = Block.of("out", " test ")
+    (transmission,) = parse_ids(
+        stream_ids([Transmission.of([block])], ids, encode), ids, HFDecoder(metaspace_first)
+    )
+    assert transmission.blocks == (block,)
+    # the observed drop: a decode that starts with a "▁" token loses that space
+    assert metaspace_first.backend_tokenizer.decode(encode(" test")) == "test"
+
+
+def test_hf_decoder_takes_a_backend_and_refuses_other_things(bytelevel: Any) -> None:
+    decoder = HFDecoder(bytelevel.backend_tokenizer)
+    assert (
+        "".join(decoder.step(i) for i in hf_encode(bytelevel)("héllo")) + decoder.flush() == "héllo"
+    )
+    with pytest.raises(ValueError, match="vocabulary"):
+        decoder.step(10**7)
+    with pytest.raises(ValueError, match="HFDecoder needs"):
+        HFDecoder(object())
+    assert isinstance(decoder_for(bytelevel), HFDecoder)
+    assert isinstance(decoder_for(_WithBytes()), BytesDecoder)
+    assert isinstance(decoder, Decoder)
+
+
+class _WithBytes:
+    def token_bytes(self, token_id: int) -> bytes:
+        return TOY[token_id]
+
+
+def test_an_unknown_id_is_refused_in_strict_and_a_violation_in_lenient() -> None:
+    token_ids = [
+        TOY_IDS[Kind.OUT],
+        *toy_encode("\nab"),
+        99999,
+        *toy_encode("c\n"),
+        TOY_IDS[Kind.EOT],
+    ]
+    with pytest.raises(ParseError, match="no bytes"):
+        feed_all(toy_parser(), token_ids)
+    events = feed_all(toy_parser(strict=False), token_ids)
+    assert [type(e) for e in events].count(Violation) == 1
+    assert transmissions_of(events) == [Transmission.of([Block.of("out", "abc")])]
+
+
+# -- strict errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(RUNTIME_SIDE))
+def test_a_runtime_side_id_in_model_output_is_refused(kind: Kind) -> None:
+    token_ids = [TOY_IDS[Kind.THINK], *toy_encode("\nhm\n"), TOY_IDS[kind]]
+    parser = toy_parser()
+    with pytest.raises(ParseError) as caught:
+        parser.feed(token_ids)
+    assert caught.value.position == len(token_ids) - 1
+    assert kind.text in str(caught.value)
+    assert caught.value.events == (
+        BlockStart(Kind.THINK),
+        PayloadText(Kind.THINK, "h"),
+        PayloadText(Kind.THINK, "m"),
+    )
+    with pytest.raises(ValueError, match="earlier error"):
+        parser.feed(1)
+
+
+@pytest.mark.parametrize("kind", sorted(MODEL_SIDE))
+def test_a_model_side_id_in_a_runtime_stream_is_refused(kind: Kind) -> None:
+    with pytest.raises(ParseError, match="runtime stream"):
+        toy_parser(side="runtime").feed([TOY_IDS[Kind.USR], *toy_encode("\nx\n"), TOY_IDS[kind]])
+
+
+def test_one_transmission_holds_one_side() -> None:
+    token_ids = [TOY_IDS[Kind.USR], *toy_encode("\nx\n"), TOY_IDS[Kind.OUT]]
+    with pytest.raises(ParseError, match="runtime transmission"):
+        toy_parser(side="any").feed(token_ids)
+
+
+@pytest.mark.parametrize("slot", [BOS, EOS, 12, 31])
+def test_a_reserved_id_is_refused(slot: int) -> None:
+    with pytest.raises(ParseError, match="reserved") as caught:
+        toy_parser().feed([TOY_IDS[Kind.OUT], TOY_IDS[slot]])
+    assert caught.value.position == 1
+
+
+def test_payload_before_any_block_is_refused() -> None:
+    with pytest.raises(ParseError, match="before any block start") as caught:
+        toy_parser().feed(toy_encode("hi"))
+    assert caught.value.position == 0
+    with pytest.raises(ParseError, match="before any block start"):
+        toy_parser(modalities=MODALITIES).feed([2001])
+
+
+def test_the_newline_after_an_eot_is_not_payload_but_a_second_one_is() -> None:
+    parser = toy_parser()
+    parser.feed([TOY_IDS[Kind.OUT], TOY_IDS[Kind.EOT], *toy_encode("\n")])
+    with pytest.raises(ParseError, match="before any block start"):
+        parser.feed(toy_encode("\n"))
+
+
+def test_an_empty_transmission_is_refused() -> None:
+    with pytest.raises(ParseError, match="empty transmission") as caught:
+        toy_parser().feed([TOY_IDS[Kind.OUT], TOY_IDS[Kind.EOT], TOY_IDS[Kind.EOT]])
+    assert caught.value.transmission == 1
+    assert caught.value.position == 2
+
+
+def test_think_is_refused_when_reasoning_is_disabled() -> None:
+    parser = toy_parser(reasoning=Reasoning("disabled"))
+    with pytest.raises(ParseError, match="disabled"):
+        parser.feed(TOY_IDS[Kind.THINK])
+    # allowed otherwise
+    assert toy_parser(reasoning=Reasoning("fixed")).feed(TOY_IDS[Kind.THINK])
+
+
+def test_a_ctrl_block_read_in_the_stream_sets_the_reasoning() -> None:
+    conversation = [
+        Transmission.of([Block.of("ctrl", {"reasoning": {"mode": "disabled"}})]),
+        Transmission.of([Block.of("think", "no")]),
+    ]
+    with pytest.raises(ParseError, match="disabled") as caught:
+        parse_ids(stream_ids(conversation, TOY_IDS, toy_encode), TOY_IDS, toy_decoder())
+    assert caught.value.transmission == 1
+
+
+def test_the_runtime_order_and_json_payloads_are_checked_at_eot() -> None:
+    wrong_order = [Transmission.of([Block.of("usr", "x"), Block.of("sys", "y")])]
+    with pytest.raises(ParseError, match="keeps the order"):
+        parse_ids(stream_ids(wrong_order, TOY_IDS, toy_encode), TOY_IDS, toy_decoder())
+    bad_caps = [Transmission.of([Block.of("caps", "not json")])]
+    with pytest.raises(ParseError, match="caps payload must be a JSON object") as caught:
+        parse_ids(stream_ids(bad_caps, TOY_IDS, toy_encode), TOY_IDS, toy_decoder())
+    assert (caught.value.transmission, caught.value.block) == (0, 0)
+
+
+def test_a_stream_that_ends_without_eot_is_refused() -> None:
+    parser = toy_parser()
+    parser.feed([TOY_IDS[Kind.OUT], *toy_encode("\nbye")])
+    with pytest.raises(ParseError, match="no <\\|eot\\|>"):
+        parser.finish()
+    # after the EOT and its "\n", the end is fine
+    parser = toy_parser()
+    parser.feed([TOY_IDS[Kind.OUT], TOY_IDS[Kind.EOT], *toy_encode("\n")])
+    assert parser.finish() == []
+
+
+def test_smi_error_is_what_strict_raises() -> None:
+    with pytest.raises(SmiError):
+        toy_parser().feed(TOY_IDS[Kind.EOT])
+
+
+def test_bad_side_is_api_misuse() -> None:
+    with pytest.raises(ValueError, match="side"):
+        toy_parser(side="both")
+
+
+# -- lenient mode ----------------------------------------------------------------------------------
+
+
+def test_lenient_reports_and_skips_what_strict_refuses() -> None:
+    token_ids = [
+        TOY_IDS[Kind.THINK],
+        *toy_encode("\na"),
+        TOY_IDS[Kind.SYS],  # skipped
+        *toy_encode("b"),
+        TOY_IDS[BOS],  # skipped
+        *toy_encode("c\n"),
+        TOY_IDS[Kind.EOT],
+        TOY_IDS[Kind.EOT],  # an empty transmission
+    ]
+    events = feed_all(toy_parser(strict=False, reasoning=Reasoning("disabled")), token_ids)
+    violations = [e for e in events if isinstance(e, Violation)]
+    assert len(violations) == 3  # think while disabled, <|sys|>, <|bos|>
+    assert violations[1].position == 3
+    assert transmissions_of(events) == [
+        Transmission.of([Block.of("think", "abc")]),
+        Transmission(()),
+    ]
+
+
+def test_lenient_reads_text_before_a_block_as_an_implicit_out() -> None:
+    token_ids = [
+        *toy_encode("hello\n"),
+        TOY_IDS[Kind.ACT],
+        *toy_encode("\n{}\n"),
+        TOY_IDS[Kind.EOT],
+    ]
+    events = feed_all(toy_parser(strict=False), token_ids)
+    assert events[1] == BlockStart(Kind.OUT)
+    assert transmissions_of(events) == [
+        Transmission.of([Block.of("out", "hello"), Block.of("act", "{}")])
+    ]
+    runtime = feed_all(toy_parser(strict=False, side="runtime"), toy_encode("hi"))
+    assert transmissions_of(runtime) == [Transmission.of([Block.of("usr", "hi")])]
+
+
+def test_lenient_finish_closes_the_open_block_and_transmission() -> None:
+    parser = toy_parser(strict=False)
+    parser.feed([TOY_IDS[Kind.OUT], *toy_encode("\ncut off")])
+    events = parser.finish()
+    assert events == [
+        BlockEnd(Block.of("out", "cut off")),
+        EndOfTransmission(Transmission.of([Block.of("out", "cut off")])),
+    ]
+
+
+def test_lenient_reports_a_broken_runtime_rule_at_eot() -> None:
+    """Lenient `check` leaves the authority order alone but still reads CAPS as JSON."""
+    conversation = [
+        Transmission.of([Block.of("out", "fine")]),
+        Transmission.of([Block.of("usr", "x"), Block.of("caps", "not json")]),
+    ]
+    events = feed_all(
+        toy_parser(strict=False, side="any"), stream_ids(conversation, TOY_IDS, toy_encode)
+    )
+    assert [e.message for e in events if isinstance(e, Violation)] == [
+        "transmission 2, block 2: a caps payload must be a JSON object"
+    ]
+    assert transmissions_of(events) == conversation
