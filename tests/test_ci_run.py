@@ -109,13 +109,13 @@ def test_a_run_without_a_passed_test_fails(repo: Path, output: str) -> None:
     assert "pytest reported no passed test" in out
 
 
-@pytest.mark.parametrize("bench", ["bench.py", "hook_bench.py", "mcp_bench.py"])
 def test_a_skipped_test_fails_the_run(repo: Path) -> None:
     code, out = run(repo, PYTEST_OUT="40 passed, 1 skipped in 3.00s")
     assert code != 0
     assert "FAILED: pytest skipped tests" in out
 
 
+@pytest.mark.parametrize("bench", ["bench.py", "hook_bench.py", "mcp_bench.py"])
 def test_a_crashing_benchmark_fails_the_run(repo: Path, bench: str) -> None:
     (repo / "bench").mkdir()
     (repo / "bench" / "bench.py").write_text("")
