@@ -197,3 +197,15 @@ def any_tokenizer(family: str) -> transformers.PreTrainedTokenizerFast:
 def smi_tokenizer(family: str) -> Installed:
     """Each family in turn with the SMI tokens installed: `Installed(family, tokenizer, ids)`."""
     return build_installed(family)
+
+
+@pytest.fixture(scope="session")
+def corpus_words() -> list[str]:
+    """The corpus's words (no marker strings), to build trusted payloads from."""
+    return list(WORDS)
+
+
+@pytest.fixture(scope="session")
+def decoy() -> str:
+    """The decoy non-special added token every fixture tokenizer has."""
+    return DECOY
