@@ -95,6 +95,7 @@ class Compiler:
                 chunk = [self.ids[piece.token]]
             elif piece.text is not None:
                 chunk = next(encoded)
+                self.encoder.check(chunk, piece.where or "framing")
             else:
                 assert piece.run is not None
                 chunk = list(piece.run.ids)
@@ -127,10 +128,14 @@ class Compiler:
     def _encode(self, piece: Piece) -> list[int]:
         """One text piece; an encoder's refusal gets the payload's place in front."""
         assert piece.text is not None
+        where = piece.where or "framing"
         try:
-            return self.encoder.encode(piece.text)
+            ids = self.encoder.encode(piece.text)
         except ValueError as exc:
-            raise type(exc)(f"{piece.where or 'framing'}: {exc}") from None
+            raise type(exc)(f"{where}: {exc}") from None
+        # the encoder checks its own output; so does the compiler, which doesn't trust it
+        self.encoder.check(ids, where)
+        return ids
 
     def eot_frame(self) -> list[int]:
         """The `"\\n"` after an EOT, as ids."""

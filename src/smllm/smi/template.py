@@ -60,7 +60,9 @@ CHAT_TEMPLATE = r"""
 {%- for c in m.tool_calls or [] -%}
 {%- set f = c.function if c.function is defined else c -%}
 {%- set args = f.arguments if f.arguments is defined else {} -%}
-{%- if args is string -%}{{- raise_exception('tool call arguments must be objects here') -}}{%- endif -%}
+{%- if args is string -%}
+{{- raise_exception('tool call arguments must be objects here') -}}
+{%- endif -%}
 {{- block('act', json({'id': c.id, 'type': 'tool', 'name': f.name, 'arguments': args})) -}}
 {%- endfor -%}
 {%- set ns.side = 'model' -%}{%- set ns.first = false -%}
