@@ -1,0 +1,189 @@
+"""A linear-time encoder for the RWKV "world" vocabulary, with the SMI block after it.
+
+The vocabulary ships in the `rwkv` wheel as `rwkv/rwkv_vocab_v20230424.txt`: one token a line,
+`<id> <Python str or bytes literal> <byte length>`, ids 1..65529. It is read without `eval`
+(`ast.literal_eval` of the literal, with a fast path for a plain quoted string with no escapes,
+which is the same value), each token's byte length is checked, and the parse is cached per path
+(`load_vocab`, an `lru_cache`): the first load takes well under a second, the `rwkv` package's
+own `TRIE_TOKENIZER` takes ~2.6 s because it `eval`s every line.
+
+Encoding is greedy longest match on the UTF-8 bytes, as `rwkv.rwkv_tokenizer.TRIE_TOKENIZER`
+does (the same ids: a parity test holds us to it), walking a byte trie stored as one flat dict
+`node * 256 + byte → child`: at most 128 steps (the longest token) per token emitted, so time is
+linear in the input. Every single byte is a token (ids 1..256), so every input encodes. The HF
+WordPiece rendering of the same vocabulary gives the same ids but is roughly cubic on long words
+(notes: 68.9 s for 16k characters), which is why this exists.
+
+Ids: 0 is the world vocabulary's end-of-text (not in the file; no bytes encode to it), 65529
+the last vocabulary id, and the SMI block defaults to 65530..65561 (`TokenIds.contiguous(65530)`)
+so a world model's embedding matrix must grow to at least 65562 rows (`vocab_size`). Both 0 and
+the block are `forbidden`; since the trie holds only vocabulary bytes, no payload can reach them,
+and every result is checked all the same.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .encode import InjectionError
+from .tokens import TokenIds, slot_text
+
+__all__ = ["END_OF_TEXT", "SMI_BASE", "VOCAB_FILE", "TrieEncoder", "Vocab", "load_vocab"]
+
+VOCAB_FILE = "rwkv_vocab_v20230424.txt"
+#: the world vocabulary's end-of-text id (not in the file)
+END_OF_TEXT = 0
+#: where the SMI block starts: right after the last vocabulary id, 65529
+SMI_BASE = 65530
+
+
+def default_vocab_path() -> Path:
+    """The vocabulary file inside the installed `rwkv` package."""
+    spec = importlib.util.find_spec("rwkv")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"the RWKV world vocabulary ({VOCAB_FILE}) comes with: pip install rwkv")
+    return Path(next(iter(spec.submodule_search_locations))) / VOCAB_FILE
+
+
+def _literal(text: str) -> bytes:
+    """A token's literal as bytes (str literals are UTF-8): a plain quoted string with no
+    escape and no inner quote is its inside; anything else goes through `ast.literal_eval`."""
+    quote = text[:1]
+    if quote in ("'", '"') and text[-1:] == quote and len(text) >= 2:
+        inner = text[1:-1]
+        if "\\" not in inner and quote not in inner:
+            return inner.encode("utf-8")
+    value = ast.literal_eval(text)
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, bytes):
+        return value
+    raise ValueError(f"{text!r} is neither a str nor a bytes literal")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The parsed world vocabulary and its byte trie."""
+
+    tokens: dict[int, bytes]
+    #: the trie: `node * 256 + byte` → child node (the root is node 0)
+    edges: dict[int, int]
+    #: per node, the id of the token ending there, or -1
+    ends: list[int]
+
+    @property
+    def last_id(self) -> int:
+        return max(self.tokens)
+
+
+@functools.lru_cache(maxsize=4)
+def load_vocab(path: str | None = None) -> Vocab:
+    """Parse the vocabulary file (default: the `rwkv` package's) and build its trie; cached."""
+    file = Path(path) if path is not None else default_vocab_path()
+    tokens: dict[int, bytes] = {}
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line:
+            continue
+        first, last = line.find(" "), line.rfind(" ")
+        if first <= 0 or last <= first:
+            raise ValueError(f"{file}:{number}: not '<id> <literal> <length>'")
+        token_id, length = int(line[:first]), int(line[last + 1 :])
+        data = _literal(line[first + 1 : last])
+        if len(data) != length:
+            raise ValueError(f"{file}:{number}: {len(data)} bytes, the line says {length}")
+        if token_id in tokens:
+            raise ValueError(f"{file}:{number}: id {token_id} appears twice")
+        tokens[token_id] = data
+    edges: dict[int, int] = {}
+    ends = [-1]
+    for token_id, data in tokens.items():
+        node = 0
+        for byte in data:
+            key = node * 256 + byte
+            child = edges.get(key)
+            if child is None:
+                child = len(ends)
+                ends.append(-1)
+                edges[key] = child
+            node = child
+        if ends[node] != -1:
+            raise ValueError(f"{file}: ids {ends[node]} and {token_id} are the same bytes")
+        ends[node] = token_id
+    return Vocab(tokens, edges, ends)
+
+
+class TrieEncoder:
+    """`PlainEncoder`'s interface over the RWKV world vocabulary (module docstring)."""
+
+    def __init__(self, ids: TokenIds | None = None, path: str | None = None) -> None:
+        self.vocab = load_vocab(path)
+        self.ids = ids if ids is not None else TokenIds.contiguous(self.vocab.last_id + 1)
+        clash = sorted(i for i in self.ids.ids if i in self.vocab.tokens or i == END_OF_TEXT)
+        if clash:
+            raise ValueError(f"SMI ids {clash} are vocabulary ids; the block must follow them")
+        self.forbidden: frozenset[int] = self.ids.all | {END_OF_TEXT}
+        self.vocab_size = max(self.vocab.last_id, *self.ids.ids) + 1
+        self._slot = {token_id: slot for slot, token_id in enumerate(self.ids.ids)}
+
+    def encode_bytes(self, data: bytes) -> list[int]:
+        """Greedy longest match over `data` (no check: `encode` checks)."""
+        edges, ends = self.vocab.edges, self.vocab.ends
+        out: list[int] = []
+        append = out.append
+        size = len(data)
+        start = 0
+        while start < size:
+            node, pos, best, best_end = 0, start, -1, start
+            while pos < size:
+                child = edges.get(node * 256 + data[pos])
+                if child is None:
+                    break
+                node = child
+                pos += 1
+                if ends[node] >= 0:
+                    best, best_end = ends[node], pos
+            if best < 0:  # only a vocabulary lacking a single byte gets here
+                raise ValueError(f"byte {data[start]:#04x} at {start} has no token")
+            append(best)
+            start = best_end
+        return out
+
+    def encode(self, text: str, what: str = "payload") -> list[int]:
+        """The ids of `text` (UTF-8) as plain text; `what` names it in an `InjectionError`."""
+        ids = self.encode_bytes(text.encode("utf-8"))
+        self.check(ids, what)
+        return ids
+
+    def encode_batch(self, texts: Sequence[str], what: str = "payload") -> list[list[int]]:
+        return [self.encode(text, f"{what} {n}") for n, text in enumerate(texts)]
+
+    def check(self, ids: Sequence[int], what: str) -> None:
+        """Raise `InjectionError` naming `what` if `ids` hold a forbidden id."""
+        if self.forbidden.isdisjoint(ids):
+            return
+        at = next(n for n, i in enumerate(ids) if i in self.forbidden)
+        raise InjectionError(
+            f"{what} encoded to a forbidden id {ids[at]} at position {at}: untrusted text "
+            "must never yield a structural or control token"
+        )
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """A token's bytes: vocabulary bytes, an SMI slot's text, b"" for end-of-text."""
+        data = self.vocab.tokens.get(token_id)
+        if data is not None:
+            return data
+        if token_id in self._slot:
+            return slot_text(self._slot[token_id]).encode("utf-8")
+        if token_id == END_OF_TEXT:
+            return b""
+        raise ValueError(f"id {token_id} is not in the RWKV world vocabulary or the SMI block")
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of `ids` (SMI ids as their token text); invalid UTF-8 becomes U+FFFD per bad
+        sequence (the `rwkv` decoder returns one U+FFFD for the whole text instead)."""
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
