@@ -121,6 +121,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "statusline": ("statusline", "statusline"),
     "harness": ("harness", "harness"),
     "mcp": ("mcp", "mcp"),
+    "smi": ("smi", "smi"),
 }
 
 

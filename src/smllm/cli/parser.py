@@ -142,6 +142,41 @@ def build() -> _Parser:
 
     cmd("mcp", "the MCP server on stdio: one tool, smllm")
 
+    p = cmd("smi", "the State Model Interface: conversations to ids, ids to blocks, audits")
+    ssub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    vocab = "a tokenizer.json, a tokenizer folder, or rwkv-world"
+    q = ssub.add_parser(
+        "compile",
+        help="conversations (JSON lines) to input_ids, labels and assistant masks",
+        description="Compile conversations, one JSON object a line ({\"messages\": [...], "
+        '"tools": [...], "ctrl": {...}} or {"transmissions": [...]}), to one line each of '
+        '{"input_ids", "labels", "assistant_mask"}; all lines or none.',
+    )
+    q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
+    q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
+    q.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
+    q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
+    q.add_argument("--lenient", action="store_true", help="accept what strict mode refuses")
+    q.add_argument("--json", action="store_true", help="with -o: a summary object on stdout")
+    q = ssub.add_parser(
+        "parse",
+        help="token ids to blocks, for reading a model's output",
+        description="Parse token ids (a JSON array, an object with input_ids, or numbers "
+        "separated by spaces, one stream a line) into blocks and transmissions.",
+    )
+    q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
+    q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
+    q.add_argument("--side", choices=["any", "model", "runtime"], default="any")
+    q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
+    q.add_argument("--lenient", action="store_true", help="report violations, don't stop")
+    q.add_argument("--json", action="store_true")
+    q = ssub.add_parser(
+        "audit",
+        help="which added tokens a payload could produce, and proof the compiler's path can't",
+    )
+    q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
+    q.add_argument("--json", action="store_true")
+
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
     p.add_argument("shell", metavar="SHELL")
 
