@@ -191,6 +191,9 @@ def _state_gone(ctx: Ctx, machine: Machine, inst: Instance) -> Outcome:
     if event not in GONE_OFFERS:
         message = f"{event} is not offered here (offered: {', '.join(GONE_OFFERS)})"
         return builtins.refuse_gone(ctx, machine, inst, message)
+    name = duplicate(ctx.call.params)  # machine-format.md §2.4: a param given twice first
+    if name is not None:
+        return builtins.refuse_gone(ctx, machine, inst, f"{event} got param {name} more than once")
     if ctx.call.params:
         message = f"{event} takes no params, but got {ctx.call.params[0][0]}"
         return builtins.refuse_gone(ctx, machine, inst, message)
