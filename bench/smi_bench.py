@@ -1,0 +1,310 @@
+"""smllm.smi's speed (issue 10), reported, not timed tests:
+
+- compile throughput on 2,000 conversations, against the raw tokenizer's `encode_batch` of the
+  same payload texts (target: >= 90 % of it), the naive path (one tokenizer call per fragment)
+  and `apply_chat_template` + encode;
+- the streaming parser's overhead over a plain incremental decode of the same ids (<= 5 %);
+- a runtime turn with the budget processor and parser against a plain forward loop on the same
+  tiny model (<= 10 % slower), and the tokens fed per turn over 50 turns (incremental vs
+  re-encoding the whole history: >= 10x fewer at turn 50);
+- the injection fuzz: N random hostile payloads through the compiler, none yielding a
+  forbidden id (100,000 by default; --quick: 5,000).
+
+Run: python bench/smi_bench.py [--quick]. Offline: the tokenizer is trained here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from report import heading, verdict
+
+WORDS = [
+    "the",
+    "a",
+    "of",
+    "to",
+    "and",
+    "in",
+    "is",
+    "it",
+    "for",
+    "that",
+    "on",
+    "with",
+    "as",
+    "was",
+    "at",
+    "by",
+    "this",
+    "be",
+    "from",
+    "or",
+    "an",
+    "are",
+    "which",
+    "def",
+    "return",
+    "import",
+    "class",
+    "self",
+    "None",
+    "True",
+    "False",
+    "if",
+    "else",
+    "for",
+    "while",
+    "try",
+    "except",
+    "raise",
+    "with",
+    "function",
+    "const",
+    "let",
+    "var",
+    "async",
+    "await",
+    "yield",
+    "lambda",
+    "value",
+    "result",
+    "error",
+    "test",
+    "file",
+    "path",
+    "commit",
+    "branch",
+    "merge",
+    "review",
+    "build",
+    "deploy",
+    "config",
+    "server",
+    "client",
+    "request",
+    "response",
+    "token",
+    "state",
+    "model",
+    "session",
+    "runtime",
+    "action",
+    "observation",
+    "think",
+    "output",
+    "capability",
+    "budget",
+    "café",
+    "naïve",
+    "東京",
+    "данные",
+    "데이터",
+    "🙂",
+    "✓",
+    "→",
+    "λ",
+]
+
+
+def text(rng: random.Random, low: int, high: int) -> str:
+    n = rng.randint(low, high)
+    out = []
+    for _ in range(n):
+        out.append(rng.choice(WORDS))
+        out.append(rng.choice([" ", " ", " ", "\n", ", ", ". ", "\n    ", "()", " = "]))
+    return "".join(out)
+
+
+def conversations(n: int, seed: int = 1) -> list[tuple[list[dict[str, Any]], list[Any]]]:
+    rng = random.Random(seed)
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "bash",
+                "description": "Run a command.",
+                "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+            },
+        }
+    ]
+    out = []
+    for _ in range(n):
+        messages: list[dict[str, Any]] = [{"role": "system", "content": text(rng, 20, 60)}]
+        for turn in range(rng.randint(1, 3)):
+            messages.append({"role": "user", "content": text(rng, 10, 80)})
+            call = {"id": f"c{turn}", "function": {"name": "bash", "arguments": {"command": "ls"}}}
+            messages.append(
+                {
+                    "role": "assistant",
+                    "reasoning_content": text(rng, 10, 60),
+                    "content": text(rng, 5, 40),
+                    "tool_calls": [call],
+                }
+            )
+            messages.append(
+                {"role": "tool", "tool_call_id": f"c{turn}", "content": text(rng, 20, 200)}
+            )
+        out.append((messages, tools))
+    return out
+
+
+def train_tokenizer(vocab_size: int = 8000) -> Any:
+    """A ByteLevel BPE trained here on the bench's own text, with the SMI tokens and a decoy."""
+    import transformers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from smllm.smi.install import install_tokens
+
+    rng = random.Random(0)
+    corpus = [text(rng, 50, 200) for _ in range(3000)]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    backend.train_from_iterator(corpus, trainer)
+    backend.add_tokens([AddedToken("<tool_call>", special=False)])
+    transformers.logging.set_verbosity_error()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=backend)
+    ids = install_tokens(tok)
+    return tok, ids
+
+
+def best_of(fn: Any, runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def compile_report(n: int, runs: int) -> None:
+    from smllm.smi.compile import Compiler
+    from smllm.smi.convert import from_messages
+    from smllm.smi.encode import PlainEncoder
+    from smllm.smi.render import pieces
+    from smllm.smi.template import CHAT_TEMPLATE
+
+    heading(f"compile: {n} conversations, ByteLevel BPE (8k), best of {runs}")
+    tok, ids = train_tokenizer()
+    tok.chat_template = CHAT_TEMPLATE
+    compiler = Compiler(PlainEncoder.from_tokenizer(tok, ids), ids)
+    data = conversations(n)
+    convs = [from_messages(m, t) for m, t in data]
+    texts = [p.text for c in convs for p in pieces(c) if p.text is not None]
+    backend = tok.backend_tokenizer
+    tokens = sum(len(c) for c in compiler.compile_batch(convs))
+    payload_tokens = sum(len(e.ids) for e in backend.encode_batch(texts, add_special_tokens=False))
+
+    compile_s = best_of(lambda: compiler.compile_batch(convs), runs)
+    raw_s = best_of(lambda: backend.encode_batch(texts, add_special_tokens=False), runs)
+    naive_s = best_of(lambda: [tok(t, add_special_tokens=False) for t in texts], max(1, runs // 2))
+    template_s = best_of(
+        lambda: [tok.apply_chat_template(m, tools=t, tokenize=True) for m, t in data],
+        max(1, runs // 2),
+    )
+    rate = tokens / compile_s
+    raw = payload_tokens / raw_s
+    print(f"  tokens: {tokens:,} ({payload_tokens:,} of payload text in {len(texts):,} pieces)")
+    print(f"  compiler (compile_batch, checked)    {rate / 1e6:6.2f} M tok/s")
+    print(f"  raw encode_batch of the same texts   {raw / 1e6:6.2f} M tok/s")
+    print(f"  naive: one tokenizer call a fragment {tokens / naive_s / 1e6:6.2f} M tok/s")
+    print(f"  apply_chat_template + encode         {tokens / template_s / 1e6:6.2f} M tok/s")
+    ratio = rate / raw
+    print(f"  {verdict(ratio >= 0.9)}  compiler >= 90 % of raw encode_batch: {ratio:.0%}")
+
+
+def parser_report(n: int, runs: int) -> None:
+    from tokenizers.decoders import DecodeStream
+
+    from smllm.smi.compile import Compiler
+    from smllm.smi.convert import from_messages
+    from smllm.smi.decode import HFDecoder
+    from smllm.smi.encode import PlainEncoder
+    from smllm.smi.parser import StreamParser
+
+    heading(f"parser: the same ids one at a time, best of {runs}")
+    tok, ids = train_tokenizer()
+    compiler = Compiler(PlainEncoder.from_tokenizer(tok, ids), ids)
+    streams = [
+        c.ids for c in compiler.compile_batch([from_messages(m, t) for m, t in conversations(n)])
+    ]
+    backend = tok.backend_tokenizer
+    total = sum(len(s) for s in streams)
+
+    def plain() -> None:
+        for stream in streams:
+            decode = DecodeStream(skip_special_tokens=False)
+            for token_id in stream:
+                decode.step(backend, token_id)
+
+    def parsed() -> None:
+        for stream in streams:
+            parser = StreamParser(ids, HFDecoder(tok), side="any")
+            for token_id in stream:
+                parser.feed(token_id)
+            parser.finish()
+
+    plain_s = best_of(plain, runs)
+    parse_s = best_of(parsed, runs)
+    print(f"  ids: {total:,}")
+    print(f"  plain incremental decode (DecodeStream)  {total / plain_s / 1e3:8.0f} k tok/s")
+    print(f"  StreamParser (events, checks)            {total / parse_s / 1e3:8.0f} k tok/s")
+    overhead = parse_s / plain_s - 1
+    print(f"  {verdict(overhead <= 0.05)}  parser overhead <= 5 %: {overhead:+.1%}")
+
+
+def fuzz_report(n: int) -> None:
+    from smllm.smi.compile import Compiler
+    from smllm.smi.encode import PlainEncoder
+    from smllm.smi.stream import Block, Transmission
+    from smllm.smi.tokens import TOKEN_TEXT, Kind, slot_text
+
+    heading(f"injection fuzz: {n:,} hostile payloads through the compiler")
+    tok, ids = train_tokenizer()
+    compiler = Compiler(PlainEncoder.from_tokenizer(tok, ids), ids)
+    forbidden = compiler.encoder.forbidden
+    markers = [*TOKEN_TEXT, *(slot_text(s) for s in range(10, 32)), "<tool_call>"]
+    pieces = [*markers, "<|", "|>", "<", "|", ">", "\u200b", "\u00a0", "\uff5c", "\n", " "]
+    rng = random.Random(5)
+    started = time.perf_counter()
+    leaks = 0
+    for _ in range(n):
+        payload = "".join(rng.choice(pieces + WORDS) for _ in range(rng.randint(1, 12)))
+        if rng.random() < 0.1:
+            payload += os.urandom(rng.randint(1, 16)).decode("utf-8", "replace")
+        kind = rng.choice(["sys", "usr", "obs", "out"])
+        compiled = compiler.compile([Transmission.of([Block.of(kind, payload)])])
+        structure = [i for i in compiled.ids if i in forbidden]
+        leaks += structure != [ids[Kind.from_tag(kind)], ids[Kind.EOT]]
+    took = time.perf_counter() - started
+    print(f"  {verdict(leaks == 0)}  payloads that yielded a forbidden id: {leaks} ({took:.1f} s)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for CI")
+    parser.add_argument("--fuzz", type=int, help="hostile payloads (default 100,000; quick 5,000)")
+    args = parser.parse_args()
+    n, runs = (500, 2) if args.quick else (2000, 5)
+    compile_report(n, runs)
+    parser_report(200 if args.quick else 500, runs)
+    fuzz_report(args.fuzz or (5000 if args.quick else 100_000))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
