@@ -14,21 +14,28 @@ parser calls `reset` at each block start, so nothing of one payload leaks into t
   `tokenizers.decoders.DecodeStream(skip_special_tokens=False)` and recreated per piece. What
   it yields over a piece always adds up to `backend.decode(piece_ids,
   skip_special_tokens=False)` of the whole piece: `flush` compares and gives the remainder.
-  Observed with tokenizers 0.23.3: the Metaspace decoder drops the leading space of the first
-  token of a decode call (`"▁lead"` decodes to `"lead"`), and DecodeStream does the same for
-  the first token of a piece; a canonical payload piece starts with the framing `"\\n"`, whose
-  token carries no `▁`, so nothing is lost there. WordPiece's Whitespace pre-tokenizer drops
-  every newline and space at encode time, so its payloads come back without the framing
-  newlines and with single spaces between words (lossy by construction, not by decoding).
+  Observed with tokenizers 0.23.3: a Metaspace decoder with `prepend_scheme` "first" or
+  "always" drops the leading space of the first token of each decode call (`"▁test"` decodes
+  to `"test"`), and DecodeStream does the same for the first token of a stream. With "first",
+  a payload piece is encoded with "never" (`PlainEncoder`: it follows a structural id or a
+  token run, so it is never first), so `HFDecoder` decodes with a copy of the tokenizer whose
+  Metaspace decoder says "never" too; with the tokenizer's own decoder, the text after a token
+  run lost its leading space (`["x", run, " after"]` came back as `"after"`). With "always",
+  every piece is encoded with a `▁` in front, which the decoder's strip removes again. WordPiece's
+  Whitespace pre-tokenizer drops every newline and space at encode time, so its payloads come
+  back without the framing newlines and with single spaces between words (lossy by
+  construction, not by decoding).
 """
 
 from __future__ import annotations
 
 import codecs
+import json
+import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for"]
+__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for", "piece_backend"]
 
 _REPLACEMENT = "\ufffd"
 
@@ -95,7 +102,7 @@ class HFDecoder:
                 "HFDecoder needs a tokenizers.Tokenizer or a fast tokenizer with "
                 f"backend_tokenizer, not {type(tokenizer).__name__}"
             )
-        self._backend: Any = backend
+        self._backend: Any = piece_backend(backend)
         self._stream: Any = None
         self._ids: list[int] = []
         self._given: list[str] = []
@@ -143,6 +150,42 @@ class HFDecoder:
         if full.startswith(given):
             return full[len(given) :]
         return ""
+
+
+#: backend -> (vocabulary size, its piece copy or None when it is fine as it is)
+_PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
+
+
+def _never(node: Any) -> bool:
+    """Metaspace `prepend_scheme "first"` → `"never"` in a decoder's JSON, walking Sequences
+    (as `PlainEncoder` does to encode: a segment is never first; `"always"` prepends a `▁` to
+    every piece when encoding, so its decoder rightly strips one and stays)."""
+    changed = False
+    if isinstance(node, dict):
+        if node.get("type") == "Metaspace" and node.get("prepend_scheme") == "first":
+            node["prepend_scheme"] = "never"
+            changed = True
+        for child in node.get("decoders") or ():
+            changed = _never(child) or changed
+    return changed
+
+
+def piece_backend(backend: Any) -> Any:
+    """The backend to decode payload pieces with: `backend` itself, or (for a Metaspace
+    decoder that strips a first `▁`) a copy that doesn't, made once per backend and vocabulary
+    size (a copy made before tokens were added is made again)."""
+    size = backend.get_vocab_size(with_added_tokens=True)
+    cached = _PIECE_BACKENDS.get(backend)
+    if cached is not None and cached[0] == size:
+        return cached[1] or backend
+    data = json.loads(backend.to_str())
+    copy = None
+    if _never(data.get("decoder")):
+        from tokenizers import Tokenizer
+
+        copy = Tokenizer.from_str(json.dumps(data))
+    _PIECE_BACKENDS[backend] = (size, copy)  # the copy holds no reference to the key
+    return copy or backend
 
 
 def decoder_for(vocabulary: Any) -> Decoder:
