@@ -36,6 +36,7 @@ from smllm.smi.parser import (
 from smllm.smi.render import render_text
 from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
 from smllm.smi.tokens import BOS, EOS, MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
+from smllm.smi.trie import TrieEncoder
 
 SETTINGS = settings(
     max_examples=120,
@@ -572,6 +573,38 @@ def test_hf_decoder_takes_a_backend_and_refuses_other_things(bytelevel: Any) -> 
     assert isinstance(decoder_for(bytelevel), HFDecoder)
     assert isinstance(decoder_for(_WithBytes()), BytesDecoder)
     assert isinstance(decoder, Decoder)
+
+
+@pytest.fixture(scope="module")
+def rwkv() -> TrieEncoder:
+    return TrieEncoder()
+
+
+@SETTINGS
+@given(st.lists(st.lists(texts, min_size=1, max_size=3), min_size=1, max_size=3))
+def test_rwkv_world_streams_parse_back_through_token_bytes(
+    rwkv: TrieEncoder, shape: list[list[str]]
+) -> None:
+    """The RWKV world vocabulary splits emoji across ids (🙂 is F0 9F | 99 82): the bytes
+    decoder gives every character whole and the conversation back."""
+    kinds = [Kind.THINK, Kind.OUT, Kind.ACT]
+    conversation = [
+        Transmission.of(Block.of(kinds[n % 3], text) for n, text in enumerate(payloads))
+        for payloads in shape
+    ]
+    token_ids = Compiler(rwkv, rwkv.ids).compile(conversation).ids
+    parser = StreamParser(rwkv.ids, BytesDecoder(rwkv.token_bytes))
+    events = feed_all(parser, token_ids)
+    assert transmissions_of(events) == conversation
+    assert not any("\ufffd" in e.text for e in events if isinstance(e, PayloadText))
+
+
+def test_rwkv_id_by_id_decoding_would_break_characters(rwkv: TrieEncoder) -> None:
+    token_ids = rwkv.encode("🙂")
+    assert len(token_ids) == 2
+    assert all("\ufffd" in rwkv.decode([i]) for i in token_ids)
+    decoder = BytesDecoder(rwkv.token_bytes)
+    assert [decoder.step(i) for i in token_ids] == ["", "🙂"]
 
 
 class _WithBytes:
