@@ -75,6 +75,12 @@ class BudgetProcessor:
         overlap = self._always & {ids[Kind.THINK], ids[Kind.OUT], ids[Kind.ACT], ids[Kind.EOT]}
         if overlap:
             raise ValueError(f"extra_forbidden may not hold model-side ids: {sorted(overlap)}")
+        think, out, act, eot = ids[Kind.THINK], ids[Kind.OUT], ids[Kind.ACT], ids[Kind.EOT]
+        self._open = frozenset({think, out, act})
+        self._open_no_think = frozenset({out, act})
+        self._close_think = frozenset({out, act})
+        self._fresh_block = self._always | {think, out, act, eot}
+        self._no_think = self._always | {think}
         self._masks: dict[tuple[object, ...], Any] = {}
         self.reset(reasoning)
 
@@ -125,20 +131,18 @@ class BudgetProcessor:
     # -- the rule ------------------------------------------------------------------------
 
     def _rule(self) -> tuple[str, frozenset[int]]:
-        """("only", ids) or ("forbid", ids) for the next id."""
-        ids = self.ids
-        think, out, act, eot = ids[Kind.THINK], ids[Kind.OUT], ids[Kind.ACT], ids[Kind.EOT]
+        """("only", ids) or ("forbid", ids) for the next id (the same set objects each time,
+        so their hashes are cached and the mask cache hits cheaply)."""
         if self.phase is Phase.DONE:
             raise ValueError("the turn is over (<|eot|> was generated); reset() starts the next")
+        spent = self.spent
         if self.phase is Phase.START:
-            return ("only", frozenset({out, act} if self.spent else {think, out, act}))
-        if self.phase is Phase.THINK and self.spent:
-            return ("only", frozenset({out, act}))
+            return ("only", self._open_no_think if spent else self._open)
+        if self.phase is Phase.THINK and spent:
+            return ("only", self._close_think)
         if self.block_tokens == 0:
-            return ("forbid", self._always | {think, out, act, eot})
-        if self.spent:
-            return ("forbid", self._always | {think})
-        return ("forbid", self._always)
+            return ("forbid", self._fresh_block)
+        return ("forbid", self._no_think if spent else self._always)
 
     def allows(self, token_id: int) -> bool:
         how, which = self._rule()

@@ -80,10 +80,11 @@ class Sampler:
         import torch
 
         logits = logits.reshape(-1).float()
-        if not torch.isfinite(logits).any():
+        best = int(torch.argmax(logits).item())
+        if logits[best].item() == float("-inf"):
             raise ValueError("every id is forbidden: nothing to sample")
         if self.greedy:
-            return int(torch.argmax(logits).item())
+            return best
         scaled = logits / self.temperature
         if self.top_k is not None and self.top_k < scaled.shape[0]:
             kth = torch.topk(scaled, self.top_k).values[-1]
