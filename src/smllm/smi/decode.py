@@ -103,6 +103,9 @@ class HFDecoder:
                 f"backend_tokenizer, not {type(tokenizer).__name__}"
             )
         self._backend: Any = piece_backend(backend)
+        #: ids below this have a token (a decoder made before tokens were added doesn't know
+        #: them: make a new one)
+        self._size: int = self._backend.get_vocab_size(with_added_tokens=True)
         self._stream: Any = None
         self._ids: list[int] = []
         self._given: list[str] = []
@@ -121,7 +124,7 @@ class HFDecoder:
         return str(self._backend.decode(self._ids, skip_special_tokens=False))
 
     def step(self, token_id: int) -> str:
-        if token_id < 0 or self._backend.id_to_token(token_id) is None:
+        if not 0 <= token_id < self._size:
             raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
         self._ids.append(token_id)
         piece: str | None = None

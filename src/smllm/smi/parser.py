@@ -49,12 +49,12 @@ __all__ = [
 Side = Literal["model", "runtime", "any"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BlockStart:
     kind: Kind
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PayloadText:
     """A piece of a block's payload text (framing removed); the pieces of a block add up to
     its text."""
@@ -63,7 +63,7 @@ class PayloadText:
     text: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PayloadTokens:
     """Ids of another modality inside a payload, as they arrive."""
 
@@ -72,17 +72,17 @@ class PayloadTokens:
     modality: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BlockEnd:
     block: Block
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class EndOfTransmission:
     transmission: Transmission
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Violation:
     """A broken rule, in lenient mode (strict mode raises instead); `position` is the 0-based
     index of the offending id in everything fed so far."""
@@ -152,6 +152,7 @@ class StreamParser:
         self.reasoning = reasoning
         self._is_text = is_text
         self._modalities = dict(modalities or {})
+        self._all_text = is_text is None and not self._modalities
         self._text_kinds = frozenset(text_kinds)
         self._slots = {token_id: slot for slot, token_id in enumerate(ids.ids)}
         self._implicit_kind = Kind.USR if side == "runtime" else Kind.OUT
@@ -178,7 +179,10 @@ class StreamParser:
         batch = (token_ids,) if isinstance(token_ids, int) else token_ids
         out: list[Event] = []
         for token_id in batch:
-            self._guard(out, self._one, token_id)
+            try:
+                self._one(out, token_id)
+            except _Refused as refused:
+                self._refused(out, refused)
             self.position += 1
         return out
 
@@ -187,7 +191,10 @@ class StreamParser:
         Lenient: the open block and transmission are closed as if `<|eot|>` had come."""
         self._check_usable()
         out: list[Event] = []
-        self._guard(out, self._finish)
+        try:
+            self._finish(out)
+        except _Refused as refused:
+            self._refused(out, refused)
         return out
 
     # -- machinery -------------------------------------------------------------------------
@@ -196,19 +203,17 @@ class StreamParser:
         if self._failed is not None:
             raise ValueError(f"the parser stopped at an earlier error: {self._failed}")
 
-    def _guard(self, out: list[Event], step: Callable[..., None], *args: int) -> None:
-        try:
-            step(out, *args)
-        except _Refused as refused:
-            message = str(refused)
-            block = refused.block
-            if block is None and self._kind is not None:
-                block = len(self._blocks)
-            if self.strict:
-                error = ParseError(message, self.transmission_index, block, self.position, out)
-                self._failed = error
-                raise error from None
-            self._violation(out, message, block)
+    def _refused(self, out: list[Event], refused: _Refused) -> None:
+        """Strict: raise the ParseError (and refuse all further input); lenient: report."""
+        message = str(refused)
+        block = refused.block
+        if block is None and self._kind is not None:
+            block = len(self._blocks)
+        if self.strict:
+            error = ParseError(message, self.transmission_index, block, self.position, out)
+            self._failed = error
+            raise error from None
+        self._violation(out, message, block)
 
     def _violation(self, out: list[Event], message: str, block: int | None) -> None:
         where = f"transmission {self.transmission_index + 1}"
@@ -266,6 +271,14 @@ class StreamParser:
             raise _Refused(str(exc)) from None
 
     def _payload(self, out: list[Event], token_id: int) -> None:
+        if self._all_text and self._kind is not None and not self._run:  # the common case
+            try:
+                text = self.decoder.step(token_id)
+            except ValueError as exc:
+                raise _Refused(str(exc)) from None
+            if text:
+                self._text_in(out, text)
+            return
         is_text, modality = self._classify(token_id)
         if self._kind is None:
             if is_text:
