@@ -174,6 +174,8 @@ class Session:
         self.history: list[Transmission] = []
         self.turns = 0
         self._after_model_eot = False
+        #: why a turn failed mid-generation (the session refuses further turns), or None
+        self.failed: str | None = None
         self._budget = BudgetProcessor(runtime.ids, None, extra_forbidden=runtime.forbid)
         self._busy = False
 
@@ -183,14 +185,24 @@ class Session:
         """Feed one runtime transmission, generate the model's, run its actions."""
         if self._busy:
             raise RuntimeError(f"session {self.session_id} is already in a turn")
+        if self.failed is not None:
+            raise RuntimeError(
+                f"session {self.session_id} failed in a turn ({self.failed}); its state is "
+                "no longer a known sequence: start a new session"
+            )
         self._busy = True
         try:
-            self._accept(transmission)
+            apply = self._accept(transmission)
             prompt = self.runtime.compile(transmission, self._after_model_eot)
-            if self.runtime.generate_in_thread:
-                gen = await asyncio.to_thread(self._generate_locked, prompt)
-            else:
-                gen = self._generate_locked(prompt)
+            apply()  # only once the transmission checked and compiled
+            try:
+                if self.runtime.generate_in_thread:
+                    gen = await asyncio.to_thread(self._generate_locked, prompt)
+                else:
+                    gen = self._generate_locked(prompt)
+            except BaseException as exc:  # the state took part of a turn: never reuse it
+                self.failed = f"{type(exc).__name__}: {exc}"
+                raise
             self.history.append(transmission)
             self.history.append(gen.model)
             self._after_model_eot = True
@@ -210,9 +222,9 @@ class Session:
         finally:
             self._busy = False
 
-    def _accept(self, transmission: Transmission) -> None:
-        """Check the runtime transmission, then apply CTRL, CAPS and the OBS ledger (nothing
-        changes if any check fails)."""
+    def _accept(self, transmission: Transmission) -> Callable[[], None]:
+        """Check the runtime transmission; the function returned applies its CTRL, CAPS and
+        OBS answers (nothing changes if any check, or the compiler, refuses it)."""
         if transmission.side != "runtime":
             raise SmiError("a session turn takes a runtime transmission (ctrl … obs blocks)")
         reasoning = check([transmission], strict=self.runtime.strict)
@@ -222,11 +234,15 @@ class Session:
             raise SmiError(f"no OBS answers ACT {', '.join(missing)} (every ACT gets one)")
         caps = [b for b in transmission.blocks if b.kind is Kind.CAPS]
         new_caps = Capabilities.from_payload(_merged_caps(caps)) if caps else self.caps
-        for act_id in answered:
-            self.ledger.answer(act_id)
-        self.caps = new_caps
-        if reasoning is not None:
-            self.reasoning = reasoning
+
+        def apply() -> None:
+            for act_id in answered:
+                self.ledger.answer(act_id)
+            self.caps = new_caps
+            if reasoning is not None:
+                self.reasoning = reasoning
+
+        return apply
 
     def _answered(self, transmission: Transmission) -> list[str]:
         """The ACT ids this transmission's OBS blocks answer; an OBS naming an ACT that awaits
