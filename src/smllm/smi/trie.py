@@ -33,7 +33,15 @@ from pathlib import Path
 from .encode import InjectionError
 from .tokens import TokenIds, slot_text
 
-__all__ = ["END_OF_TEXT", "SMI_BASE", "VOCAB_FILE", "TrieEncoder", "Vocab", "load_vocab"]
+__all__ = [
+    "END_OF_TEXT",
+    "SMI_BASE",
+    "VOCAB_FILE",
+    "TrieEncoder",
+    "Vocab",
+    "default_vocab_path",
+    "load_vocab",
+]
 
 VOCAB_FILE = "rwkv_vocab_v20230424.txt"
 #: the world vocabulary's end-of-text id (not in the file)
