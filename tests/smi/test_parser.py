@@ -696,6 +696,23 @@ def test_think_is_refused_when_reasoning_is_disabled() -> None:
     assert toy_parser(reasoning=Reasoning("fixed")).feed(TOY_IDS[Kind.THINK])
 
 
+def test_think_ids_past_max_tokens_are_refused() -> None:
+    """Counted as the budget counts: every id after <|think|>, framing included, over all
+    THINK blocks of one transmission."""
+    think = [TOY_IDS[Kind.THINK], *toy_encode("\nab\n")]  # 4 payload ids
+    parser = toy_parser(reasoning=Reasoning("fixed", max_tokens=6))
+    parser.feed([*think, TOY_IDS[Kind.OUT], TOY_IDS[Kind.EOT]])  # 4: fine
+    parser.feed([*think, *think[:3]])  # 4 + 2 = 6: fine
+    with pytest.raises(ParseError, match=r"max_tokens \(6\)") as caught:
+        parser.feed(think[3])
+    assert caught.value.position == len(think) + 2 + len(think) + 3
+    lenient = toy_parser(strict=False, reasoning=Reasoning("adaptive", max_tokens=0))
+    events = feed_all(lenient, [*think, *think, TOY_IDS[Kind.EOT]])
+    assert [e.position for e in events if isinstance(e, Violation)] == [1]
+    assert transmissions_of(events) == [Transmission.of([Block.of("think", "ab")] * 2)]
+    assert toy_parser(reasoning=Reasoning("fixed")).feed(think * 50)  # no limit
+
+
 def test_a_ctrl_block_read_in_the_stream_sets_the_reasoning() -> None:
     conversation = [
         Transmission.of([Block.of("ctrl", {"reasoning": {"mode": "disabled"}})]),

@@ -124,7 +124,9 @@ class StreamParser:
     """Ids in, events out. `side` says whose stream it reads: "model" (the runtime reading
     generated ids: only think/out/act and eot), "runtime", or "any" (a whole conversation:
     both, each transmission of one side). `reasoning` is the CTRL reasoning in force (a THINK
-    while it is `disabled` is refused); CTRL blocks the parser reads update it.
+    while it is `disabled` is refused, and so are THINK ids past `max_tokens` in one
+    transmission: the budget processor's count, checked again); CTRL blocks the parser reads
+    update it.
 
     `is_text(id)` and `modalities` ({name: range or set of ids}) tell payload text from other
     modalities; with neither, every non-structural id is text. Payloads of `text_kinds`
@@ -163,6 +165,7 @@ class StreamParser:
         self._tside: str | None = None
         self._kind: Kind | None = None  # the open block; None between transmissions
         self._gap = ""  # text seen between transmissions (the "\n" after an EOT)
+        self._think_ids = 0  # payload ids in THINK blocks of this transmission
         self._reset_block()
         decoder.reset()
 
@@ -232,6 +235,8 @@ class StreamParser:
         slot = self._slots.get(token_id)
         if slot is None:
             self._payload(out, token_id)
+            if self._kind is Kind.THINK:
+                self._count_think()
         elif slot < len(Kind):
             self._structural(out, Kind(slot))
         else:
@@ -255,6 +260,14 @@ class StreamParser:
         out.append(BlockStart(kind))
         if kind is Kind.THINK and self.reasoning is not None and self.reasoning.mode == "disabled":
             raise _Refused("a <|think|> block while ctrl.reasoning.mode is disabled")
+
+    def _count_think(self) -> None:
+        """THINK ids of one transmission against `max_tokens`, counted as the budget counts
+        them (every id after a `<|think|>`, its framing "\\n" too); reported once."""
+        self._think_ids += 1
+        limit = self.reasoning.max_tokens if self.reasoning is not None else None
+        if limit is not None and self._think_ids == limit + 1:
+            raise _Refused(f"more than ctrl.reasoning.max_tokens ({limit}) THINK ids")
 
     def _classify(self, token_id: int) -> tuple[bool, str | None]:
         for name, members in self._modalities.items():
@@ -386,6 +399,7 @@ class StreamParser:
         self._blocks = []
         self._tside = None
         self._gap = ""
+        self._think_ids = 0
         self.decoder.reset()
         if not transmission.blocks and self.strict:
             raise _Refused("an empty transmission (<|eot|> with no block before it)")
