@@ -517,3 +517,49 @@ def test_a_refused_transmission_changes_nothing_and_a_failed_turn_ends_the_sessi
     with pytest.raises(RuntimeError, match="new session"):
         run(session.turn(Transmission.of([Block.of("usr", "again")])))
     assert run(rt.session().turn(first())).model.blocks[0].kind is Kind.OUT
+
+
+class Engine(ScriptedBackend):
+    """A backend that runs the token loop itself (as a serving engine would), optionally
+    ignoring the budget it is handed."""
+
+    honest = True
+
+    def generate_turn(
+        self,
+        state: Any,
+        prompt: Any,
+        budget: BudgetProcessor,
+        sampler: Sampler,
+        rng: Any,
+        max_new_tokens: int,
+    ) -> list[int]:
+        logits = self.feed(state, prompt)
+        out: list[int] = []
+        for _ in range(max_new_tokens):
+            token = sampler.pick(budget.apply(logits) if self.honest else logits, rng)
+            if self.honest:
+                budget.observe(token)
+            out.append(token)
+            logits = self.feed(state, [token])
+            if token == toy().ids[Kind.EOT]:
+                break
+        return out
+
+
+def test_a_backend_that_runs_its_own_loop_is_checked_not_trusted() -> None:
+    t = toy()
+
+    def think_forever(history: Any, generated: int) -> list[int]:
+        return [t.ids[Kind.THINK], t.ids[Kind.SYS], 40, t.ids[Kind.EOT]]
+
+    plain = run(runtime(ScriptedBackend(t.vocab, think_forever)).session().turn(first(3)))
+    engine = Engine(t.vocab, think_forever)
+    from_engine = run(runtime(engine).session().turn(first(3)))
+    assert from_engine.generated == plain.generated
+    assert think_payload(t.ids, from_engine.generated) == 3
+    engine.honest = False
+    session = runtime(engine).session()
+    with pytest.raises(SmiError, match="forbids"):
+        run(session.turn(first(3)))
+    assert session.failed is not None

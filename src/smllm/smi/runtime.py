@@ -17,6 +17,10 @@ textual resets it). A turn:
    concurrently (asyncio; sync runners in threads), never runs a refused one, and answers each
    ACT with exactly one OBS, in completion order (refusals first: they complete at once).
 
+A backend that runs the token loop itself (`GeneratesTurns`: a serving engine, see
+docs/smi-serving.md) gets the budget to apply per step; the runtime then replays the ids it
+returns through a fresh budget and refuses the turn if any was not allowed.
+
 `Session.turn` is a coroutine (actions are awaited); generation runs in a worker thread under
 the runtime's lock, so one session's generation never blocks another's running actions, and
 one model object is never run by two threads at once.
@@ -33,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .backends import GREEDY, Backend, Sampler
-from .budget import BudgetProcessor
+from .budget import BudgetProcessor, Phase
 from .caps import Action, Capabilities, Ledger, Policy, Refusal, obs_block
 from .parser import EndOfTransmission
 from .stream import Block, SmiError, Transmission, check
@@ -42,6 +46,7 @@ from .tokens import Kind, TokenIds
 __all__ = [
     "ActionRunner",
     "Compiles",
+    "GeneratesTurns",
     "Parser",
     "Runtime",
     "Session",
@@ -56,6 +61,25 @@ class Compiles(Protocol):
     def compile_runtime(
         self, transmission: Transmission, *, after_model_eot: bool
     ) -> list[int]: ...
+
+
+@runtime_checkable
+class GeneratesTurns(Protocol):
+    """A backend that runs the token loop itself (a serving engine: the loop can't be a
+    Python round trip per token). It feeds `prompt` onto `state`, then generates with
+    `budget.apply` on each step's logits and `budget.observe` on each sampled id, stopping
+    after `<|eot|>` or `max_new_tokens` ids, and leaves every generated id in the state. The
+    runtime replays the ids through a fresh budget and refuses any it would have forbidden."""
+
+    def generate_turn(
+        self,
+        state: Any,
+        prompt: Sequence[int],
+        budget: BudgetProcessor,
+        sampler: Sampler,
+        rng: Any,
+        max_new_tokens: int,
+    ) -> Sequence[int]: ...
 
 
 class Parser(Protocol):
@@ -274,19 +298,28 @@ class Session:
         backend, budget, sampler = rt.backend, self._budget, rt.sampler
         budget.reset(self.reasoning)
         parser = rt.parser_factory(self.reasoning)
-        logits = backend.feed(self.state, prompt)
         ids: list[int] = []
         events: list[object] = []
-        truncated = True
-        for _ in range(rt.max_new_tokens):
-            token = sampler.pick(budget.apply(logits), self.rng)
-            budget.observe(token)
-            ids.append(token)
-            events.extend(parser.feed(token))
-            logits = backend.feed(self.state, [token])
-            if token == eot:
-                truncated = False
-                break
+        if isinstance(backend, GeneratesTurns):
+            ids = [
+                int(i)
+                for i in backend.generate_turn(
+                    self.state, prompt, budget, sampler, self.rng, rt.max_new_tokens
+                )
+            ]
+            self._verify(ids)
+            events.extend(parser.feed(ids))
+        else:
+            logits = backend.feed(self.state, prompt)
+            for _ in range(rt.max_new_tokens):
+                token = sampler.pick(budget.apply(logits), self.rng)
+                budget.observe(token)
+                ids.append(token)
+                events.extend(parser.feed(token))
+                logits = backend.feed(self.state, [token])
+                if token == eot:
+                    break
+        truncated = not ids or ids[-1] != eot
         if truncated:  # the runtime ends the transmission: trusted code inserts the id
             ids.append(eot)
             events.extend(parser.feed(eot))
@@ -295,6 +328,24 @@ class Session:
         if len(ends) != 1:
             raise SmiError(f"the model's transmission parsed into {len(ends)} transmissions")
         return _Generated(ends[0].transmission, ids, events, truncated)
+
+    def _verify(self, ids: list[int]) -> None:
+        """A backend that ran the loop itself is checked, not trusted: its ids are replayed
+        through a fresh budget (the seed: the runtime MUST enforce the limits)."""
+        rt = self.runtime
+        if len(ids) > rt.max_new_tokens:
+            raise SmiError(
+                f"the backend generated {len(ids)} ids (max_new_tokens {rt.max_new_tokens})"
+            )
+        replay = BudgetProcessor(rt.ids, self.reasoning, extra_forbidden=rt.forbid)
+        for n, token in enumerate(ids):
+            if replay.phase is Phase.DONE:
+                raise SmiError(f"the backend generated ids after <|eot|> (id {n})")
+            if not replay.allows(token):
+                raise SmiError(
+                    f"the backend generated id {token} where the budget forbids it (id {n})"
+                )
+            replay.observe(token)
 
     # -- actions ----------------------------------------------------------------------------
 
