@@ -297,11 +297,22 @@ def test_a_raw_action_needs_declared_actions() -> None:
     assert "declares no actions" in refusal.message
 
 
-def test_tool_arguments_must_be_an_object() -> None:
-    block = act({"id": "a1", "type": "tool", "name": "bash", "arguments": ["ls"]})
+@pytest.mark.parametrize(
+    ("arguments", "kind"),
+    [(["ls"], "a list"), (None, "null"), ('"ls"', "a string"), (3, "a number")],
+)
+def test_tool_arguments_must_be_an_object(arguments: Any, kind: str) -> None:
+    block = act({"id": "a1", "type": "tool", "name": "bash", "arguments": arguments})
     refusal = check_act(parsed(block), CODING, set())
     assert refusal is not None and refusal.type == "invalid_arguments"
-    assert "not a list" in refusal.message
+    assert refusal.message == f"a tool's arguments are an object, not {kind}"
+
+
+def test_caps_are_a_copy_of_the_value() -> None:
+    value = {"tools": [{"name": "t", "parameters": {"type": "object"}}]}
+    caps = Capabilities.from_value(value)
+    value["tools"][0]["parameters"]["type"] = "string"  # type: ignore[index]
+    assert caps.tools[0].parameters == {"type": "object"}
 
 
 @pytest.mark.parametrize(

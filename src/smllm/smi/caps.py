@@ -30,6 +30,7 @@ Choices where the seed is silent:
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -195,8 +196,10 @@ class Capabilities:
 
     @classmethod
     def from_value(cls, value: Any) -> Capabilities:
+        """From a parsed JSON value (copied: later changes to it are not seen)."""
         if not isinstance(value, dict):
             raise ValueError("caps must be a JSON object")
+        value = copy.deepcopy(value)
         tools = tuple(_tool(t, i) for i, t in enumerate(_list(value, "tools")))
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
@@ -342,9 +345,11 @@ def _structured(value: dict[str, Any], block: Block, max_depth: int) -> Action |
 
 
 def _kind(value: Any) -> str:
-    return {bool: "a boolean", int: "a number", float: "a number", list: "a list"}.get(
-        type(value), "an object" if isinstance(value, dict) else type(value).__name__
-    )
+    """A JSON value's kind, for messages."""
+    names = {bool: "a boolean", int: "a number", float: "a number", list: "a list", str: "a string"}
+    if value is None:
+        return "null"
+    return names.get(type(value), "an object" if isinstance(value, dict) else type(value).__name__)
 
 
 def check_act(
