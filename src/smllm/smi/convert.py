@@ -138,7 +138,7 @@ def _parts(content: Any, n: int) -> tuple[Part, ...]:
         else:
             raise ValueError(
                 f"message {n + 1}: a content part of type {kind!r}: give text, or the "
-                "modality's token ids as {\"type\": \"tokens\", \"ids\": […]}"
+                'modality\'s token ids as {"type": "tokens", "ids": […]}'
             )
     return tuple(p for p in parts if p != "")
 
