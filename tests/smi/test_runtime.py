@@ -60,7 +60,7 @@ def toy() -> Toy:
     return Toy(inst.tokenizer, inst.ids, encoder, Compiler(encoder, inst.ids))
 
 
-def runtime(backend: Any, **kw: Any) -> Runtime:
+def runtime(backend: Any, compiler: Any = None, **kw: Any) -> Runtime:
     t = toy()
     model_side = {t.ids[k] for k in (*MODEL_SIDE, Kind.EOT)}
 
@@ -68,7 +68,12 @@ def runtime(backend: Any, **kw: Any) -> Runtime:
         return StreamParser(t.ids, decoder_for(t.tokenizer), side="model", reasoning=reasoning)
 
     return Runtime(
-        backend, t.compiler, parser, t.ids, forbid=t.encoder.forbidden - model_side, **kw
+        backend,
+        compiler or t.compiler,
+        parser,
+        t.ids,
+        forbid=t.encoder.forbidden - model_side,
+        **kw,
     )
 
 
@@ -253,6 +258,15 @@ def test_fed_ids_equal_the_compiled_conversation() -> None:
         assert result.model == Transmission.of([Block.of("out", "Done here.")])
         transmission = follow(result, f"and {turn}")
     assert session.state.history == t.compiler.compile(session.history).ids[:-1]  # the last "\n"
+    # a plain function in place of the compiler feeds the same
+    rt2 = runtime(
+        ScriptedBackend(t.vocab, replying(reply)),
+        lambda tr, after: t.compiler.compile_runtime(tr, after_model_eot=after),
+    )
+    again = rt2.session()
+    for transmission in session.history[::2]:
+        run(again.turn(transmission))
+    assert again.state.history == session.state.history
     assert t.compiler.compile_runtime(transmission, after_model_eot=True)[0] != t.ids[Kind.EOT]
 
 

@@ -394,12 +394,6 @@ class Session:
             error = {"type": "runtime_error", "message": f"{type(exc).__name__}: {exc}"[:500]}
         return obs_block(act_id, False, error=error)
 
-    # -- state ------------------------------------------------------------------------------
-
-    def snapshot(self) -> Any:
-        """A copy of the model state (for a caller that wants to branch or roll back)."""
-        return self.runtime.backend.snapshot(self.state)
-
 
 @dataclass
 class _Generated:
