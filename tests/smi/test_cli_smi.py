@@ -253,3 +253,46 @@ def test_without_the_extra(
         "error: smllm smi needs the smi extra (transformers, rwkv missing): "
         "pip install 'smllm[smi]'\n"
     )
+
+
+def test_audit_a_tokenizer_json(work: tuple[Path, Installed]) -> None:
+    folder, installed = work
+    ran = smllm(["smi", "audit", "tokenizer.json"], folder, {})
+    assert (ran.code, ran.err) == (0, "")
+    first, last = installed.ids.ids[0], installed.ids.ids[-1]
+    lines = ran.out.splitlines()
+    assert (
+        lines[0] == f"tokenizer.json: {last + 1} ids, 34 added tokens, SMI tokens at {first}-{last}"
+    )
+    assert lines[1].startswith("  backend: a payload reaches 34: ")
+    assert lines[2] == "  encode_special_tokens=True: a payload reaches 1: <tool_call>"
+    assert lines[3] == "  the compiler's plain encoder: reaches none (every added text tried)"
+    report = json.loads(smllm(["smi", "audit", "tokenizer.json", "--json"], folder, {}).out)
+    assert report["plain_encoder_leaks"] == []
+    decoy = next(t for t in report["added"] if t["text"] == "<tool_call>")
+    assert decoy["leaks_through"] == ["backend", "encode_special_tokens=True"]
+
+
+def test_audit_a_tokenizer_folder(work: tuple[Path, Installed]) -> None:
+    folder, installed = work
+    installed.tokenizer.save_pretrained(str(folder / "tok"))
+    ran = smllm(["smi", "audit", "tok", "--json"], folder, {})
+    assert ran.code == 0, ran.err
+    report = json.loads(ran.out)
+    assert report["paths"] == [
+        "default",
+        "add_special_tokens=False",
+        "split_special_tokens=True",
+        "backend",
+    ]
+    decoy = next(t for t in report["added"] if t["text"] == "<tool_call>")
+    assert "split_special_tokens=True" in decoy["leaks_through"]
+    assert report["plain_encoder_leaks"] == []
+
+
+def test_audit_of_rwkv_world_has_nothing_to_audit(tmp_path: Path) -> None:
+    ran = smllm(["smi", "audit", "rwkv-world"], tmp_path, {})
+    assert (ran.code, ran.err) == (
+        2,
+        "error: rwkv-world: no added tokens to audit (a trie vocabulary)\n",
+    )

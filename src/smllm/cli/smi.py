@@ -246,7 +246,31 @@ def _audit(args: Namespace) -> int:
         raise Exit(2, f"{args.tokenizer}: no added tokens to audit (a trie vocabulary)")
     report = audit(vocabulary.tokenizer)
     if args.json:
-        emit_json(report.to_json())
+        emit_json(report.to_dict())
     else:
-        sys.stdout.write(report.text())
-    return 1 if report.plain_encoder_leaks else 0
+        sys.stdout.write(_audit_text(args.tokenizer, report))
+    return 0 if report.safe else 1
+
+
+def _audit_text(name: str, report: Any) -> str:
+    """The report for people: per naive path, the added tokens a payload reaches through it;
+    then the compiler's path, which must reach none."""
+    smi = report.smi_ids
+    lines = [
+        f"{name}: {report.vocab_size} ids, {len(report.added)} added tokens, SMI tokens "
+        + (f"at {smi[0]}-{smi[-1]}" if smi else "not installed"),
+    ]
+    for path in report.paths:
+        reached = report.leaking(path)
+        shown = ", ".join(t.text for t in reached[:8])
+        more = f" and {len(reached) - 8} more" if len(reached) > 8 else ""
+        lines.append(
+            f"  {path}: a payload reaches {len(reached)}" + (f": {shown}{more}" if reached else "")
+        )
+    if report.safe:
+        lines.append("  the compiler's plain encoder: reaches none (every added text tried)")
+    else:
+        lines.append(
+            f"  the compiler's plain encoder: LEAKS {', '.join(report.plain_encoder_leaks)}"
+        )
+    return "".join(line + "\n" for line in lines)
