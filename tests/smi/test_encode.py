@@ -118,6 +118,86 @@ def test_parity_with_segments_glued_to_the_tokens(family: str, setups: dict[str,
     _assert_parity(setups[family], stream)
 
 
+def _other_shape(shape: str, corpus: list[str]) -> Any:
+    """Tokenizer shapes beyond the four fixtures, trained here on the same corpus."""
+    from tokenizers import normalizers, trainers
+
+    if shape.startswith("bytelevel"):
+        tok = Tokenizer(models.BPE())
+        prefix = shape == "bytelevel_add_prefix_space"
+        regex = shape != "bytelevel_no_regex"
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix, use_regex=regex)
+        tok.decoder = decoders.ByteLevel()
+        alphabet = pre_tokenizers.ByteLevel.alphabet()
+        trainer: Any = trainers.BpeTrainer(
+            vocab_size=500, special_tokens=["<unk>"], initial_alphabet=alphabet
+        )
+    elif shape == "metaspace_no_split":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
+        tok.decoder = decoders.Metaspace(prepend_scheme="first", split=False)
+        trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"])
+    elif shape == "llama2_normalizer":  # Prepend("▁") + Replace, no pre-tokenizer
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.normalizer = normalizers.Sequence(
+            [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
+        )
+        trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"])
+    elif shape == "unigram_nfkc_metaspace_first":
+        tok = Tokenizer(models.Unigram())
+        tok.normalizer = normalizers.NFKC()
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+        tok.decoder = decoders.Metaspace(prepend_scheme="first")
+        trainer = trainers.UnigramTrainer(
+            vocab_size=300, special_tokens=["<unk>"], unk_token="<unk>"
+        )
+    elif shape == "sequence_digits_metaspace_first":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.Metaspace(prepend_scheme="first"),
+            ]
+        )
+        tok.decoder = decoders.Metaspace(prepend_scheme="first")
+        trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>"])
+    else:
+        raise ValueError(shape)
+    tok.train_from_iterator(corpus * 3, trainer=trainer)
+    tok.add_tokens([AddedToken("<tool_call>", special=False)])
+    return tok
+
+
+OTHER_SHAPES = (
+    "bytelevel_add_prefix_space",
+    "bytelevel_no_regex",
+    "metaspace_no_split",
+    "llama2_normalizer",
+    "unigram_nfkc_metaspace_first",
+    "sequence_digits_metaspace_first",
+)
+
+
+@pytest.mark.parametrize("shape", OTHER_SHAPES)
+def test_parity_on_other_tokenizer_shapes(shape: str, corpus_words: list[str]) -> None:
+    """Prefix-space, no-regex, unsplit Metaspace, a normaliser that prepends `▁` to every
+    piece, Unigram with NFKC, and Metaspace inside a Sequence: parity holds for all."""
+    import transformers
+
+    raw = _other_shape(shape, [" ".join(corpus_words[n : n + 12]) for n in range(0, 400, 3)])
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>")
+    ids = install_tokens(tokenizer)
+    setup = Setup(tokenizer, ids, PlainEncoder.from_tokenizer(tokenizer, ids))
+    rng = random.Random(shape)
+    pieces = [*corpus_words, *SEPARATORS, *UNICODE, "ﬁ", "e\u0301", "①", "\r\n"]
+    for _ in range(300):
+        stream = []
+        for _ in range(rng.randint(1, 5)):
+            text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+            stream.append((rng.choice(list(Kind)), rng.choice([f"\n{text}\n", text, "\n"])))
+        _assert_parity(setup, stream)
+
+
 def test_the_naive_per_segment_encode_is_what_breaks_metaspace_first(
     setups: dict[str, Setup],
 ) -> None:

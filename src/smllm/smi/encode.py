@@ -20,10 +20,21 @@ ids the full tokenizer gives that segment inside the whole rendered string (pari
   the copy has no added vocabulary that could match its text, so it carries no structure, while
   forbidding it would refuse any benign payload with, say, an emoji on a BERT vocabulary.
 
+- the model's unknown id is read from `unk_token` (BPE, WordPiece, WordLevel) or `unk_id`
+  (Unigram).
+
 Parity holds because the full tokenizer first splits the whole string at every added token, then
 normalises, pre-tokenises and models each remaining piece on its own, exactly what the copy does
 to one segment. It needs what `install_tokens` guarantees: the SMI tokens are unnormalised and
-strip nothing (an `lstrip`/`rstrip` token would eat the segment's framing whitespace).
+strip nothing (an `lstrip`/`rstrip` token would eat the segment's framing whitespace). Tested
+with no mismatch: ByteLevel BPE (with and without `add_prefix_space`, without its regex),
+Metaspace BPE (`first`, `always`, `split=False`, inside a Sequence), a Llama-2-style normaliser
+(`Prepend("▁")` + `Replace`, which prepends to every piece in both), Unigram with NFKC, and
+BERT-style WordPiece (BertNormalizer lowercasing, Whitespace). Its limits, by construction:
+- a stream must start with a structural id: with `first`, text at offset 0 of a whole string
+  gets a `▁` the copy never gives (SMI streams always start with a token);
+- parity is for trusted text; a payload holding an added token's text (`<|eot|>`,
+  `<tool_call>`) differs on purpose: the full tokenizer gives the token, the copy plain text.
 """
 
 from __future__ import annotations
@@ -52,11 +63,13 @@ def _never_first(node: Any) -> None:
                 _never_first(child)
 
 
-def plain_backend(tokenizer: Any) -> Any:
-    """The private `tokenizers.Tokenizer` a `PlainEncoder` encodes with (module docstring)."""
+def plain_backend(tokenizer: Any, data: dict[str, Any] | None = None) -> Any:
+    """The private `tokenizers.Tokenizer` a `PlainEncoder` encodes with (module docstring);
+    `data`: the tokenizer's JSON already parsed (it is changed)."""
     from tokenizers import Tokenizer
 
-    data = json.loads(backend_of(tokenizer).to_str())
+    if data is None:
+        data = json.loads(backend_of(tokenizer).to_str())
     data["added_tokens"] = []
     data["post_processor"] = None
     data["truncation"] = None
@@ -91,11 +104,12 @@ class PlainEncoder:
         forbidden.update(getattr(tokenizer, "all_special_ids", ()))
         if ids is not None:
             forbidden.update(ids.all)
+        data = json.loads(full.to_str())
         if allow_unknown:
-            unk = _unknown_id(full)
+            unk = _unknown_id(full, data.get("model") or {})
             if unk is not None and (ids is None or unk not in ids.all):
                 forbidden.discard(unk)
-        backend = plain_backend(tokenizer)
+        backend = plain_backend(tokenizer, data)
         size = max(full.get_vocab_size(with_added_tokens=True), max(forbidden, default=-1) + 1)
         names = {i: full.id_to_token(i) for i in forbidden}
         return cls(backend, frozenset(forbidden), size, names)
@@ -130,8 +144,11 @@ class PlainEncoder:
         return str(self._backend.decode(list(ids), skip_special_tokens=False))
 
 
-def _unknown_id(backend: Any) -> int | None:
-    model = json.loads(backend.to_str()).get("model") or {}
+def _unknown_id(backend: Any, model: dict[str, Any]) -> int | None:
+    """The model's unknown-token id: `unk_token` (BPE, WordPiece, WordLevel) or `unk_id`
+    (Unigram)."""
+    if isinstance(model.get("unk_id"), int):
+        return int(model["unk_id"])
     unk = model.get("unk_token")
     if not isinstance(unk, str):
         return None
