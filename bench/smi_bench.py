@@ -267,6 +267,108 @@ def parser_report(n: int, runs: int) -> None:
     print(f"  {verdict(overhead <= 0.05)}  parser overhead <= 5 %: {overhead:+.1%}")
 
 
+def tiny_mamba(vocab: int) -> Any:
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.Mamba2Config(
+        vocab_size=vocab,
+        hidden_size=32,
+        num_hidden_layers=2,
+        state_size=8,
+        num_heads=4,
+        head_dim=16,
+        n_groups=1,
+        expand=2,
+        chunk_size=16,
+    )
+    return transformers.Mamba2ForCausalLM(config).eval()
+
+
+def runtime_report(turns: int, new_tokens: int, runs: int) -> None:
+    """A turn's generation (budget processor + parser + the runtime's loop) against a plain
+    forward loop and `generate` on the same tiny Mamba2; then tokens fed per turn."""
+    import asyncio
+
+    import torch
+
+    from smllm.smi.assemble import hf_runtime
+    from smllm.smi.stream import Block, Transmission
+
+    torch.set_num_threads(2)
+    heading(f"runtime: tiny Mamba2 (hidden 32, 2 layers), {new_tokens} new ids, best of {runs}")
+    tok, _ = train_tokenizer(2000)
+    model = tiny_mamba(len(tok))
+    ask = Transmission.of(
+        [
+            Block.of("ctrl", {"reasoning": {"mode": "fixed", "max_tokens": new_tokens // 2}}),
+            Block.of("usr", "Fix the failing test in the parser, then run the tests."),
+        ]
+    )
+    runtime = hf_runtime(model, tok, max_new_tokens=new_tokens, generate_in_thread=False)
+    prompt = runtime.compile(ask, False)
+
+    def turn() -> int:
+        return len(asyncio.run(runtime.session().turn(ask)).generated)
+
+    def plain_loop() -> int:
+        from smllm.smi.backends.hf import HFBackend
+
+        backend = HFBackend(model)
+        state = backend.new_state()
+        logits = backend.feed(state, prompt)
+        for _ in range(new_tokens):
+            logits = backend.feed(state, [int(logits.argmax())])
+        return new_tokens
+
+    def generate() -> int:
+        with torch.no_grad():
+            out = model.generate(
+                torch.tensor([prompt]),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                pad_token_id=0,
+            )
+        return int(out.shape[1]) - len(prompt)
+
+    rates = {}
+    for name, fn in (
+        ("runtime turn", turn),
+        ("plain forward loop", plain_loop),
+        ("generate", generate),
+    ):
+        best = float("inf")
+        count = 0
+        for _ in range(runs):
+            started = time.perf_counter()
+            count = fn()
+            best = min(best, (time.perf_counter() - started) / max(count, 1))
+        rates[name] = 1 / best
+        print(f"  {name:<20} {rates[name]:8.0f} tok/s  ({count} ids)")
+    for base in ("generate", "plain forward loop"):
+        slower = 1 - rates["runtime turn"] / rates[base]
+        print(f"  {verdict(slower <= 0.10)}  runtime <= 10 % below {base}: {slower:+.1%}")
+
+    heading(f"tokens fed per turn over {turns} turns (incremental vs re-encoding the history)")
+    # re-encoding turn n from a fresh state feeds every id of turns 1..n: the incremental feeds
+    # add up to the compiled conversation (tests/smi/test_runtime.py checks that), so its cost
+    # is their running sum
+    small = hf_runtime(model, tok, max_new_tokens=12, generate_in_thread=False)
+    session = small.session()
+    fed: list[int] = []
+    for n in range(turns):
+        message = Transmission.of([Block.of("usr", f"Step {n}: check the next file.")])
+        fed.append(asyncio.run(session.turn(message)).fed_tokens)
+    whole = sum(fed)
+    print(f"  turn 1: {fed[0]} ids fed; turn {turns}: {fed[-1]} incremental, {whole} re-encoding")
+    ratio = whole / fed[-1]
+    print(f"  {verdict(ratio >= 10)}  >= 10x fewer at turn {turns}: {ratio:.0f}x")
+    spread = max(fed[1:]) - min(fed[1:])
+    print(f"  incremental per turn after the first: {min(fed[1:])}-{max(fed[1:])} (flat: {spread})")
+
+
 def fuzz_report(n: int) -> None:
     from smllm.smi.compile import Compiler
     from smllm.smi.encode import PlainEncoder
@@ -302,6 +404,7 @@ def main() -> int:
     n, runs = (500, 2) if args.quick else (2000, 5)
     compile_report(n, runs)
     parser_report(200 if args.quick else 500, runs)
+    runtime_report(50, 64 if args.quick else 256, runs)
     fuzz_report(args.fuzz or (5000 if args.quick else 100_000))
     return 0
 
