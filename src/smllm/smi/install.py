@@ -16,8 +16,10 @@ token's text encodes to exactly its one id.
 Sequence tokens (`sequence_tokens=True`): smllm's choice is to make the block's own `<|bos|>` /
 `<|eos|>` (slots 10 and 11) the tokenizer's `bos_token`/`eos_token` (and the model's
 `config`/`generation_config` `bos_token_id`/`eos_token_id` when a model is given), so a stack that
-needs BOS/EOS uses ids inside the reserved block and every other id stays the same. Default off:
-the seed needs neither, and a fresh state, not a BOS, is the sequence boundary.
+needs BOS/EOS uses ids inside the reserved block and every other id stays the same. Whether the
+tokenizer adds them around an encoding (`add_bos_token`, its post-processor) is left as it was
+(the fixtures add nothing). Default off: the seed needs neither, and a fresh state, not a BOS, is
+the sequence boundary.
 
 With a model, the input embedding matrix grows to `max(current_rows, len(tokenizer))` rows: a
 matrix padded beyond the tokenizer (a multiple of 64 or 128 is common) is never shrunk, and the
