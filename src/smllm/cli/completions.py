@@ -106,19 +106,42 @@ def _zsh(table: dict[str, tuple[list[str], list[str]]]) -> str:
 
 
 def _fish(table: dict[str, tuple[list[str], list[str]]]) -> str:
-    lines = ["# fish completion for smllm (smllm completions fish)", "complete -c smllm -f"]
-    top_subs, top_opts = table[""]
-    for name in top_subs:
-        lines.append(f"complete -c smllm -n __fish_use_subcommand -a {name}")
-    for opt in top_opts:
-        lines.append(f"complete -c smllm -n __fish_use_subcommand -l {opt[2:]}")
+    # The command path is found as bash's and zsh's scripts find it (a word that names a
+    # subcommand of the path so far extends it; options are skipped), so that a subcommand
+    # name used at two places (`new`, `show`, `list`, `compile`) offers only its own words.
+    cases = []
+    for path, (subs, _opts) in table.items():
+        if subs:
+            cases += [f"        case '{path}'", f"            printf '%s\\n' {' '.join(subs)}"]
+    lines = [
+        "# fish completion for smllm (smllm completions fish)",
+        "function __smllm_subs",
+        '    switch "$argv[1]"',
+        *cases,
+        "    end",
+        "end",
+        "function __smllm_path",
+        "    set -l words (commandline -opc)",
+        "    set -e words[1]",
+        "    set -l path ''",
+        "    for word in $words",
+        "        string match -q -- '-*' $word; and continue",
+        "        if contains -- $word (__smllm_subs $path)",
+        '            set path (string trim -- "$path $word")',
+        "        end",
+        "    end",
+        '    echo "$path"',
+        "end",
+        "function __smllm_at",
+        "    set -l path (__smllm_path)",
+        '    test "$path" = "$argv[1]"',
+        "end",
+        "complete -c smllm -f",
+    ]
     for path, (subs, opts) in table.items():
-        if not path:
-            continue
-        seen = " ".join(path.split())
-        cond = f"'__fish_seen_subcommand_from {seen.split()[-1]}'"
-        for name in subs:
-            lines.append(f"complete -c smllm -n {cond} -a {name}")
+        cond = f"'__smllm_at \"{path}\"'"
+        if subs:
+            lines.append(f"complete -c smllm -n {cond} -a '{' '.join(subs)}'")
         for opt in opts:
             lines.append(f"complete -c smllm -n {cond} -l {opt[2:]}")
     return "\n".join(lines) + "\n"
