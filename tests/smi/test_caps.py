@@ -529,7 +529,7 @@ def test_refused_acts_never_reach_the_runner() -> None:
         ("raw-2", False, "malformed_action"),
         ("raw-3", False, "missing_id"),
         ("a5", False, "not_found"),
-        ("a6", False, "execution_error"),
+        ("a6", False, "runtime_error"),
         ("a7", False, "policy_denied"),
         ("raw-4", False, "unknown_capability"),
     ]

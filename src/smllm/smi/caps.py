@@ -556,7 +556,7 @@ def answer_acts(
 ) -> list[Block]:
     """One OBS per ACT block, in ACT order (a plain sequential reference; the runtime runs
     admitted actions concurrently). Refused actions never reach `runner`; a runner returns the
-    content, or a `Refusal` for an error, and one that raises gives an `execution_error`."""
+    content, or a `Refusal` for an error, and one that raises gives an `runtime_error`."""
     answers = []
     for block in blocks:
         admission = ledger.admit(block, caps, policy)
@@ -567,7 +567,7 @@ def answer_acts(
             try:
                 result = runner(admission.action)
             except Exception as exc:
-                result = Refusal("execution_error", _short(f"{type(exc).__name__}: {exc}"))
+                result = Refusal("runtime_error", _short(f"{type(exc).__name__}: {exc}"))
             if isinstance(result, Refusal):
                 obs = obs_block(admission.id, False, error=result)
             else:
