@@ -296,7 +296,9 @@ def runtime_report(turns: int, new_tokens: int, runs: int) -> None:
     from smllm.smi.assemble import hf_runtime
     from smllm.smi.stream import Block, Transmission
 
-    torch.set_num_threads(2)
+    # one thread: a tiny model's ops are too small to split, and a second thread contending
+    # with any other process made a step 30x slower here
+    torch.set_num_threads(1)
     heading(f"runtime: tiny Mamba2 (hidden 32, 2 layers), {new_tokens} new ids, best of {runs}")
     tok, _ = train_tokenizer(2000)
     model = tiny_mamba(len(tok))
