@@ -133,6 +133,121 @@ def test_every_machine_is_a_valid_state_diagram(every_machine: Path, env: dict[s
     assert code == 0
 
 
+# Written out from the machine files (tests/machines, the dev example), not from `graph --json`:
+# Mermaid's edges (`[*]` for start and end), each label `EVENT [GUARD] (reenter) (setRef)
+# (host)` with the guard's text as graph.py cleans it for Mermaid (no `"`, `:`, `;`, `#`, or
+# backtick), and every state's box.
+EP = " [entry point]"
+FIXTURES: dict[str, tuple[list[tuple[str, str, str]], set[str]]] = {
+    "dev": (
+        [
+            ("[*]", f"PLAN{EP}", ""),
+            (f"PLAN{EP}", "WORK", "planned [command test -f PLAN.md]"),
+            (f"PLAN{EP}", f"PLAN{EP}", "planned (reenter)"),
+            ("WORK", "DONE", "done"),
+            ("DONE", "[*]", ""),
+        ],
+        {f"PLAN{EP}", "WORK", "DONE"},
+    ),
+    "always": (
+        [
+            ("[*]", f"START{EP}", ""),
+            (f"START{EP}", "ROUTE", "go"),
+            ("ROUTE", "THIRD", "always [visits ROUTE ≥ 3]"),
+            ("ROUTE", "HOP", "always"),
+            ("HOP", "END_OR_BACK", "always"),
+            ("END_OR_BACK", f"START{EP}", "back"),
+            ("END_OR_BACK", "THIRD", "go"),
+            ("THIRD", "[*]", ""),
+        ],
+        {f"START{EP}", "ROUTE", "HOP", "END_OR_BACK", "THIRD"},
+    ),
+    "fallback": (
+        [
+            ("[*]", f"WORK{EP}", ""),
+            (f"WORK{EP}", "DONE", "done"),
+            ("ASIDE [fallback]", f"WORK{EP}", "handled"),
+            ("DONE", "[*]", ""),
+        ],
+        {f"WORK{EP}", "ASIDE [fallback]", "DONE"},
+    ),
+    "final": (
+        [
+            ("[*]", f"OPEN{EP}", ""),
+            (f"OPEN{EP}", "CLOSED", "close"),
+            (f"REVIEW{EP}", "CLOSED", "close"),
+            ("CLOSED", "[*]", ""),
+        ],
+        {f"OPEN{EP}", f"REVIEW{EP}", "CLOSED"},
+    ),
+    "reenter": (
+        [
+            ("[*]", f"A{EP}", ""),
+            (f"A{EP}", f"A{EP}", "again (reenter)"),
+            (f"A{EP}", f"A{EP}", "stay"),
+            (f"A{EP}", f"A{EP}", "note"),  # targetless: drawn as a self edge
+            (f"A{EP}", f"B{EP}", "next"),
+            (f"B{EP}", f"A{EP}", "next"),
+            (f"B{EP}", "DONE", "finish"),
+            ("DONE", "[*]", ""),
+        ],
+        {f"A{EP}", f"B{EP}", "DONE"},
+    ),
+    "visits": (
+        [
+            ("[*]", f"TRY{EP}", ""),
+            (f"TRY{EP}", "GIVE_UP", "retry [visits TRY ≥ 2]"),
+            (f"TRY{EP}", f"TRY{EP}", "retry (reenter)"),
+            ("GIVE_UP", "[*]", ""),
+        ],
+        {f"TRY{EP}", "GIVE_UP"},
+    ),
+    "fix": (
+        [
+            ("[*]", f"TRIAGE{EP}", ""),
+            (f"TRIAGE{EP}", f"REPRO{EP}", "triaged (setRef)"),
+            (f"REPRO{EP}", "FIX", "reproduced [command ! test -f $SMLLM_PARAM_TEST]"),
+            (f"REPRO{EP}", f"REPRO{EP}", "reproduced (reenter)"),
+            ("FIX", "CHECK", "fixed"),
+            ("FIX", "FIX", "progress"),
+            ("CHECK", "STUCK", "always [visits FIX ≥ 3]"),
+            ("CHECK", "REVIEW", "always"),
+            ("STUCK", "FIX", "retry"),
+            ("REVIEW", "SHIP", "approved (host)"),
+            ("REVIEW", "FIX", "changesRequested (host)"),
+            ("SHIP", "[*]", ""),
+        ],
+        {
+            f"TRIAGE{EP}",
+            f"REPRO{EP}",
+            "FIX",
+            "CHECK",
+            "STUCK",
+            "REVIEW",
+            "ASIDE [fallback]",
+            "SHIP",
+        },
+    ),
+}
+
+
+def test_the_fixture_machines_draw_the_written_edges(
+    every_machine: Path, env: dict[str, str]
+) -> None:
+    out = graph(["--mermaid"], every_machine, env).removesuffix("\n")
+    diagrams = [d + "\n" for d in re.split(r"\n\n(?=---\n)", out)]
+    assert len(diagrams) == len(FIXTURES)
+    code, results = check(diagrams)
+    assert code == 0
+    for (mid, (edges, boxes)), diagram, result in zip(
+        FIXTURES.items(), diagrams, results, strict=True
+    ):
+        assert result["ok"], f"{result['error']}\n{diagram}"
+        assert diagram.startswith(f'---\ntitle: "{mid}"\n---\nstateDiagram-v2\n'), diagram
+        assert drawn(result) == edges, f"{mid}:\n{diagram}"
+        assert {label for _, shape, label in result["nodes"] if shape == "rect"} == boxes, mid
+
+
 def test_the_checker_rejects_broken_diagrams() -> None:
     good = "stateDiagram-v2\n    [*] --> A\n    A --> B : go [command x]\n    B --> [*]\n"
     broken = [
@@ -234,7 +349,27 @@ def tricky_results(tmp_path_factory: pytest.TempPathFactory) -> Checked:
     return {case: (m, d, r) for case, (m, d), r in zip(TRICKY, pairs, results, strict=True)}
 
 
+#: the guard's text in the guarded edge's label, written out: `true` where the case doesn't say
+GUARD_TEXT = {
+    "guard-punctuation": "test $X = 'abcd' && echo {x} <y> % [z]  &",
+    "guard-list": "[gh, pr, --fill, ab, q]",
+    "guard-direction-LR": "sort --direction_LR",
+    "guard-newline-error": "true -f x",
+    "guard-newline-state": "true false",
+    "guard-carriage-return": "true false",
+}
+
+
 @pytest.mark.parametrize("case", [pytest.param(case, id=case) for case in TRICKY])
 def test_tricky_names(case: str, tricky_results: Checked) -> None:
     machine, diagram, result = tricky_results[case]
     assert_matches(result, machine, diagram)
+    spec = TRICKY[case]
+    box = spec["state"] + EP
+    guarded = f"{spec['event']} [command {GUARD_TEXT.get(case, 'true')}]"
+    assert drawn(result) == [
+        ("[*]", box, ""),
+        (box, "DONE", guarded),
+        (box, box, spec["event"]),
+        ("DONE", "[*]", ""),
+    ], diagram
