@@ -5,6 +5,7 @@ test itself, not read back from the processor."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from smllm.smi.backends.hf import HFBackend
 from smllm.smi.backends.scripted import ScriptedBackend
 from smllm.smi.budget import BudgetProcessor, Phase
 from smllm.smi.stream import Reasoning
-from smllm.smi.tokens import RUNTIME_SIDE, Kind
+from smllm.smi.tokens import RUNTIME_SIDE, Kind, TokenIds
 
 from .test_backends import IDS, VOCAB, shared_model
 
@@ -30,11 +31,11 @@ def fixed(n: int | None) -> Reasoning:
     return Reasoning("fixed", "medium", n)
 
 
-def think_payload(ids: list[int]) -> int:
+def think_payload(generated: Sequence[int], ids: TokenIds = IDS) -> int:
     """THINK payload ids in a generated turn, counted independently of the processor."""
     count, inside = 0, False
-    for i in ids:
-        kind = IDS.kind_of(i)
+    for i in generated:
+        kind = ids.kind_of(i)
         if kind is not None:
             inside = kind is Kind.THINK
         elif inside:

@@ -35,6 +35,7 @@ from smllm.smi.tokens import MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
 
 from .conftest import build_installed
 from .test_backends import tiny_model
+from .test_budget import think_payload
 
 TESTS = Path(__file__).resolve().parent.parent
 
@@ -108,17 +109,6 @@ def follow(result: TurnResult, text: str = "Run relevant tests after changes.") 
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
-
-
-def think_payload(ids: TokenIds, generated: Any) -> int:
-    count, inside = 0, False
-    for i in generated:
-        kind = ids.kind_of(i)
-        if kind is not None:
-            inside = kind is Kind.THINK
-        elif inside:
-            count += 1
-    return count
 
 
 # -- isolation --------------------------------------------------------------------------------
@@ -323,7 +313,7 @@ def test_budget_is_never_exceeded_under_sampling() -> None:
             transmission = first(seed % 4)
             for _ in range(2):
                 result = run(session.turn(transmission))
-                assert think_payload(t.ids, result.generated) <= seed % 4
+                assert think_payload(result.generated, t.ids) <= seed % 4
                 assert not never & set(result.generated)
                 transmission = follow(result)
             disabled = rt.session(seed=seed)
@@ -571,7 +561,7 @@ def test_a_backend_that_runs_its_own_loop_is_checked_not_trusted() -> None:
     engine = Engine(t.vocab, think_forever)
     from_engine = run(runtime(engine).session().turn(first(3)))
     assert from_engine.generated == plain.generated
-    assert think_payload(t.ids, from_engine.generated) == 3
+    assert think_payload(from_engine.generated, t.ids) == 3
     engine.honest = False
     session = runtime(engine).session()
     with pytest.raises(SmiError, match="forbids"):
