@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple
 
+from conftest import bounded
 from hypothesis import HealthCheck, event, settings
 from scripted_host import ScriptedHost
 
@@ -69,13 +70,12 @@ _TAGS = ("</smllm>", "</instructions>", "</events>")
 
 
 def fuzz_settings(share: float) -> settings:
-    return settings(
+    """conftest.BOUNDED: a failure reports in seconds (no shrinking; the per-case limit below
+    is the hang check, CI machines being slow)."""
+    return bounded(
         max_examples=max(1, round(TOTAL * share)),
-        deadline=None,  # the per-case limit below is the hang check: CI machines are slow
         derandomize=not RANDOM,
-        database=None,
         suppress_health_check=list(HealthCheck),
-        print_blob=True,
     )
 
 

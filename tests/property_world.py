@@ -55,11 +55,12 @@ CLEANED_SLOT = ("the interrupted instance is no longer interrupted", " moved to 
 #: SQLite syncs every commit (engine.md §10); a tmpfs keeps that cheap where there is one.
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 EXAMPLES = int(os.environ.get("SMLLM_PROPERTY_EXAMPLES", "100"))
-#: Shrinking replays whole scenarios and can take many minutes: off unless asked for.
-PHASES = (
-    tuple(Phase)
-    if os.environ.get("SMLLM_PROPERTY_SHRINK")
-    else tuple(p for p in Phase if p is not Phase.shrink)
+#: conftest.BOUNDED's phases: shrinking replays whole scenarios and can take many minutes, so
+#: it is off unless SMLLM_PROPERTY_SHRINK=1 (or SMLLM_SHRINK=1) asks for it; no explaining.
+PHASES = (Phase.explicit, Phase.reuse, Phase.generate) + (
+    (Phase.shrink,)
+    if os.environ.get("SMLLM_PROPERTY_SHRINK") or os.environ.get("SMLLM_SHRINK")
+    else ()
 )
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from conftest import bounded
+from hypothesis import HealthCheck, given
 from hypothesis import event as tally
 from hypothesis import strategies as st
 from memory_world import DEV_MACHINE, MemoryReader, World, paused_order, write_project
@@ -258,10 +259,8 @@ def _sqlite_dump(app: Any, configs: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-@settings(
+@bounded(  # no explaining (it takes minutes) and no shrinking: SMLLM_SHRINK=1 asks for it
     max_examples=EXAMPLES,
-    deadline=None,
-    phases=[p for p in Phase if p is not Phase.explain],  # explaining a failure takes minutes
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(

@@ -34,6 +34,8 @@ Environment:
   SMLLM_FUZZ_RANDOM=1   a new random run each time (default: derandomized, the same cases
                         in every CI run)
   SMLLM_FUZZ_CASE_LIMIT seconds one case may take before it counts as a hang (default 5)
+  SMLLM_SHRINK=1        shrink a failing example (off: conftest.BOUNDED reports a failure in
+                        seconds, where shrinking took minutes)
 """
 
 from __future__ import annotations

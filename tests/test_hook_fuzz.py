@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Ran, enter_args, smllm
-from hypothesis import HealthCheck, given, settings
+from conftest import Ran, bounded, enter_args, smllm
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from test_hooks import audit, block_text, context, held, hook, payload, stop_process
 
@@ -236,13 +236,7 @@ def test_hostile_input_in_process(prepared: Path) -> None:
     found: Counter[str] = Counter()
     runs = 0
 
-    @settings(
-        max_examples=300,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @bounded(max_examples=300, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(stdin=payloads(str(prepared), huge=False), which=st.integers(0, 11))
     def one(stdin: bytes, which: int) -> None:
         nonlocal runs
@@ -260,13 +254,7 @@ def test_hostile_input_in_processes(prepared: Path, env: dict[str, str]) -> None
     found: list[str] = []
     runs = 0
 
-    @settings(
-        max_examples=36,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        suppress_health_check=list(HealthCheck),
-    )
+    @bounded(max_examples=36, derandomize=True, suppress_health_check=list(HealthCheck))
     @given(stdin=payloads(str(prepared)), which=st.integers(0, 11))
     def one(stdin: bytes, which: int) -> None:
         nonlocal runs

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import smllm, write_machine
+from conftest import bounded, smllm, write_machine
 from helpers.mcp_client import Fuzzer, McpProcess, fuzz_lines
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from test_transcript import GOLDEN, SEED_KEY, parse
 
 import smllm as package
@@ -542,10 +542,8 @@ def test_fuzz_one_server(project: Path, env: dict[str, str]) -> None:
         proc.initialize()
         fuzzer = Fuzzer(proc)
 
-        @settings(
+        @bounded(
             max_examples=300,
-            deadline=None,
-            database=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )
         @given(fuzz_lines())

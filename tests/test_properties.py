@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from conftest import bounded
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 from property_player import play
 from property_world import CASES, EXAMPLES, PHASES, SCRATCH, build_project, environment, scenarios
@@ -47,9 +48,8 @@ from smllm.machine.model import Command
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@settings(
+@bounded(
     max_examples=EXAMPLES,
-    deadline=None,
     derandomize=True,
     phases=PHASES,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],

@@ -226,3 +226,34 @@ def test_agt1_warns_of_a_closing_tag_in_any_case(
         assert ran.out.count("(AGT-1)") == 2, ran.out
         assert warning.format("states.PLAN.entry.params.text") in ran.out, ran.out
         assert warning.format("states.WORK.entry.params.file") in ran.out, ran.out
+
+
+def test_the_fuzz_tests_report_in_seconds() -> None:
+    """The fuzz and property tests that print blocks run under conftest.BOUNDED: no shrinking
+    (a case-sensitive escape once took 320 s of it to fail, as FlakyStrategyDefinition) and
+    no explaining, unless SMLLM_SHRINK=1 asks for shrinking."""
+    import os
+
+    import test_engine_sans_io_world
+    import test_fuzz
+    import test_fuzz_config
+    import test_properties
+    from hypothesis import Phase
+
+    shrink = bool(os.environ.get("SMLLM_SHRINK"))
+    for test in (
+        test_fuzz.test_fuzz_data_mutations,
+        test_fuzz.test_fuzz_text_mutations,
+        test_fuzz.test_fuzz_random_yaml,
+        test_fuzz_config.test_fuzz_config_data,
+        test_fuzz_config.test_fuzz_config_text,
+        test_properties.test_engine_properties,
+        test_engine_sans_io_world.test_same_replies_as_the_sqlite_app,
+    ):
+        phases = test._hypothesis_internal_use_settings.phases  # type: ignore[attr-defined]
+        assert Phase.explain not in phases, test.__name__
+        also = test is test_properties.test_engine_properties and bool(
+            os.environ.get("SMLLM_PROPERTY_SHRINK")
+        )
+        assert (Phase.shrink in phases) == (shrink or also), test.__name__
+        assert Phase.generate in phases, test.__name__
