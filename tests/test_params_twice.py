@@ -293,3 +293,45 @@ def test_the_mcp_tool(twice: Path, env: dict[str, str]) -> None:
         text, is_error = server.tool(session=key, event="go", params={"size": "large"})
         assert not is_error, text
         assert server.close() == 0
+
+
+# -- in process (tests/scenario.py): listPaused, offered only past 10 paused instances, and the
+# pause that is all an instance of an unconfigured machine is offered (engine.md §7.2) ----------
+
+
+def test_list_paused(tmp_path: Path, env: dict[str, str]) -> None:
+    from scenario import Scenario
+
+    sc = Scenario(tmp_path, "dev")
+    key = sc.session()
+    for n in range(1, 12):
+        assert sc.fire(key, "enter", stateMachine="dev", issueId=f"GH-{n}").ok
+        assert sc.fire(key, "pause").ok
+    twice = sc.fire(key, "listPaused", ("all", "yes"), ("all", "no"))
+    assert (twice.ok, error_of(twice.text())) == (
+        False,
+        "error: listPaused got param all more than once",
+    )
+    once = sc.fire(key, "listPaused", ("all", "yes"))
+    assert error_of(once.text()) == "error: listPaused takes no params, but got all"
+    assert sc.fire(key, "listPaused").ok
+
+
+def test_where_the_machine_is_not_configured(tmp_path: Path, env: dict[str, str]) -> None:
+    """Only a bare pause is taken (§7.2); a pause with params, twice or once, gets the §7.2
+    message like every other event."""
+    from scenario import Scenario
+
+    sc = Scenario(tmp_path, "dev", "final")
+    key = sc.session()
+    assert sc.fire(key, "enter", stateMachine="final", docPath="a.md").ok
+    sc.edit("config.toml", '"dev.smllm.yaml", "final.smllm.yaml"', '"dev.smllm.yaml"')
+    message = (
+        "error: state machine final is not configured (its file might have errors); fix the "
+        "config, then resume"
+    )
+    for params in ((("x", "1"), ("x", "2")), (("x", "1"),)):
+        for event in ("pause", "unmatched", "close"):
+            result = sc.fire(key, event, *params)
+            assert (result.ok, error_of(result.text())) == (False, message), (event, params)
+    assert sc.fire(key, "pause").ok
