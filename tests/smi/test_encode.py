@@ -415,3 +415,8 @@ def test_concurrent_split_flag_flipping_never_leaks(make_installed: Callable[[st
     assert not errors, errors[0]
     assert flips[0] > 0
     assert encoder.forbidden.isdisjoint(expected)
+
+
+def test_a_slow_or_foreign_tokenizer_is_refused() -> None:
+    with pytest.raises(TypeError, match="dict is not a fast tokenizer"):
+        PlainEncoder.from_tokenizer({}, None)
