@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for", "piece_backend"]
+__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for", "fast_step", "piece_backend"]
 
 _REPLACEMENT = "\ufffd"
 
@@ -64,15 +65,16 @@ class BytesDecoder:
     def __init__(self, token_bytes: Callable[[int], bytes]) -> None:
         self._token_bytes = token_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._decode = self._decoder.decode
 
     def step(self, token_id: int) -> str:
         try:
             data = self._token_bytes(token_id)
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"id {token_id} has no bytes in this vocabulary ({exc})") from None
-        if not isinstance(data, bytes | bytearray):
+        if not isinstance(data, bytes) and not isinstance(data, bytearray):
             raise ValueError(f"id {token_id}: token_bytes gave {type(data).__name__}, not bytes")
-        return str(self._decoder.decode(data, False))
+        return self._decode(data, False)
 
     def flush(self) -> str:
         text = str(self._decoder.decode(b"", True))
@@ -91,6 +93,11 @@ class HFDecoder:
     streamed text against one decode of the whole piece and give exactly the remainder; should
     DecodeStream ever fail (it refuses when a decoder rewrites text it already gave), the piece
     goes on by whole-piece decoding, emitting only what extends the text already given.
+
+    A plain ByteLevel decoder is byte concatenation then lossy UTF-8, so DecodeStream (which
+    emits only up to a complete character) already adds up to the whole decode: one stream
+    serves every piece, nothing is kept, and the tail at `flush`/`reset` comes from stepping a
+    plain ASCII id (`"a"`) and dropping it (an incomplete tail + "a" decodes to U+FFFD + "a").
     """
 
     def __init__(self, tokenizer: Any) -> None:
@@ -102,7 +109,7 @@ class HFDecoder:
                 "HFDecoder needs a tokenizers.Tokenizer or a fast tokenizer with "
                 f"backend_tokenizer, not {type(tokenizer).__name__}"
             )
-        self._backend: Any = piece_backend(backend)
+        self._backend, self._sentinel = _piece(backend)
         #: ids below this have a token (a decoder made before tokens were added doesn't know
         #: them: make a new one)
         self._size: int = self._backend.get_vocab_size(with_added_tokens=True)
@@ -110,20 +117,56 @@ class HFDecoder:
         self._ids: list[int] = []
         self._given: list[str] = []
         self._streaming = True
-        self.reset()
+        self._held = False  # byte-level: an id since the last clean point gave no text
+        self._new_stream()
 
-    def reset(self) -> None:
+    def _new_stream(self) -> None:
         from tokenizers.decoders import DecodeStream
 
         self._stream = DecodeStream(skip_special_tokens=False)
+        self._stream_step: Callable[[Any, int], str | None] = self._stream.step
+
+    def reset(self) -> None:
+        if self._sentinel is not None:
+            if self._held:
+                self._tail()
+            return
+        self._new_stream()
         self._ids = []
         self._given = []
         self._streaming = True
+
+    def _tail(self) -> str:
+        self._held = False
+        assert self._sentinel is not None
+        text = self._stream_step(self._backend, self._sentinel)
+        return text[:-1] if text else ""
+
+    def raw_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]] | None:
+        """Byte-level only: `(step, backend, held)` (see `fast_step`), DecodeStream's own step
+        on the one stream this decoder keeps; None otherwise."""
+        if self._sentinel is None:
+            return None
+        return self._stream_step, self._backend, self.held
+
+    def held(self, token_id: int) -> str:
+        """Byte-level: after DecodeStream gave None (or failed) for `token_id`."""
+        if not 0 <= token_id < self._size:
+            raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
+        self._held = True
+        return ""
 
     def _decode(self) -> str:
         return str(self._backend.decode(self._ids, skip_special_tokens=False))
 
     def step(self, token_id: int) -> str:
+        if self._sentinel is not None:
+            try:
+                text = self._stream_step(self._backend, token_id)
+            except Exception:
+                self.held(token_id)  # an id outside the vocabulary: ValueError
+                raise
+            return text if text is not None else self.held(token_id)
         if not 0 <= token_id < self._size:
             raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
         self._ids.append(token_id)
@@ -145,6 +188,8 @@ class HFDecoder:
         return ""
 
     def flush(self) -> str:
+        if self._sentinel is not None:
+            return self._tail() if self._held else ""
         given = "".join(self._given)
         full = self._decode() if self._ids else ""
         self.reset()
@@ -155,8 +200,31 @@ class HFDecoder:
         return ""
 
 
-#: backend -> (vocabulary size, its piece copy or None when it is fine as it is)
-_PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
+def _call(step: Callable[[int], str], token_id: int) -> str:
+    return step(token_id)
+
+
+def fast_step(
+    decoder: Decoder,
+) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str] | None]:
+    """`(step, arg, held)` for a hot loop: `step(arg, id)` does `decoder.step(id)`'s work; where
+    it gives None or raises, `held(id)` finishes it (ValueError for an unknown id, else "");
+    `held` is None when `step` never does. Valid for the decoder's lifetime."""
+    raw = getattr(decoder, "raw_step", None)
+    fast = raw() if raw is not None else None
+    if fast is not None:
+        return fast  # type: ignore[no-any-return]
+    method = decoder.step
+    if isinstance(method, types.MethodType):
+        return method.__func__, method.__self__, None
+    return _call, method, None
+
+
+#: backend -> (vocabulary size, its piece copy or None when it is fine as it is, the byte-level
+#: sentinel id or None)
+_PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any, int | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _never(node: Any) -> bool:
@@ -173,22 +241,37 @@ def _never(node: Any) -> bool:
     return changed
 
 
-def piece_backend(backend: Any) -> Any:
-    """The backend to decode payload pieces with: `backend` itself, or (for a Metaspace
-    decoder that strips a first `▁`) a copy that doesn't, made once per backend and vocabulary
-    size (a copy made before tokens were added is made again)."""
+def _sentinel(backend: Any, decoder: Any) -> int | None:
+    """A plain ByteLevel decoder's id for "a", when it decodes to "a" alone."""
+    if not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel":
+        return None
+    token_id = backend.token_to_id("a")
+    if token_id is None or backend.decode([token_id], skip_special_tokens=False) != "a":
+        return None
+    return int(token_id)
+
+
+def _piece(backend: Any) -> tuple[Any, int | None]:
     size = backend.get_vocab_size(with_added_tokens=True)
     cached = _PIECE_BACKENDS.get(backend)
     if cached is not None and cached[0] == size:
-        return cached[1] or backend
+        return cached[1] or backend, cached[2]
     data = json.loads(backend.to_str())
     copy = None
     if _never(data.get("decoder")):
         from tokenizers import Tokenizer
 
         copy = Tokenizer.from_str(json.dumps(data))
-    _PIECE_BACKENDS[backend] = (size, copy)  # the copy holds no reference to the key
-    return copy or backend
+    sentinel = _sentinel(backend, data.get("decoder"))
+    _PIECE_BACKENDS[backend] = (size, copy, sentinel)  # the copy holds no reference to the key
+    return copy or backend, sentinel
+
+
+def piece_backend(backend: Any) -> Any:
+    """The backend to decode payload pieces with: `backend` itself, or (for a Metaspace
+    decoder that strips a first `▁`) a copy that doesn't, made once per backend and vocabulary
+    size (a copy made before tokens were added is made again)."""
+    return _piece(backend)[0]
 
 
 def decoder_for(vocabulary: Any) -> Decoder:

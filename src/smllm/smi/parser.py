@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, cast
 
-from .decode import Decoder
+from .decode import Decoder, fast_step
 from .stream import Block, Part, Reasoning, SmiError, TokenRun, Transmission, check
 from .tokens import MODEL_SIDE, Kind, TokenIds, slot_text
 
@@ -54,13 +54,27 @@ class BlockStart:
     kind: Kind
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class PayloadText:
     """A piece of a block's payload text (framing removed); the pieces of a block add up to
     its text."""
 
     kind: Kind
     text: str
+
+    def __init__(self, kind: Kind, text: str) -> None:
+        # frozen: set through the slots, twice as fast as the generated object.__setattr__
+        _set_kind(self, kind)
+        _set_text(self, text)
+
+
+_set_kind = cast(Any, PayloadText.__dict__["kind"]).__set__
+_set_text = cast(Any, PayloadText.__dict__["text"]).__set__
+
+#: PayloadText events by kind and text, shared (they are immutable): a token's text recurs, and
+#: a lookup costs a fifth of making one; each kind's table is emptied when it is full
+_TEXT_EVENTS: dict[Kind, dict[str, PayloadText]] = {kind: {} for kind in Kind}
+_TEXT_EVENTS_MAX = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +165,7 @@ class StreamParser:
         self.decoder = decoder
         self.strict = strict
         self.side: Side = side
-        self.reasoning = reasoning
+        self._reasoning = reasoning
         self._is_text = is_text
         self._modalities = dict(modalities or {})
         self._all_text = is_text is None and not self._modalities
@@ -166,10 +180,24 @@ class StreamParser:
         self._kind: Kind | None = None  # the open block; None between transmissions
         self._gap = ""  # text seen between transmissions (the "\n" after an EOT)
         self._think_ids = 0  # payload ids in THINK blocks of this transmission
+        self._think_from: int | None = None  # and those since this position (`_update_fast`)
         self._reset_block()
         decoder.reset()
+        self._raw, self._raw_arg, self._held = fast_step(decoder)
+        #: `feed`'s inline path is open: a text id now is plain payload (see `_update_fast`)
+        self._fast = False
+        self._events = _TEXT_EVENTS[Kind.OUT]  # the open block's kind's, for that path
 
     # -- public ----------------------------------------------------------------------------
+
+    @property
+    def reasoning(self) -> Reasoning | None:
+        return self._reasoning
+
+    @reasoning.setter
+    def reasoning(self, reasoning: Reasoning | None) -> None:
+        self._reasoning = reasoning
+        self._fast = False  # a THINK limit may now apply
 
     @property
     def open_block(self) -> Kind | None:
@@ -178,29 +206,120 @@ class StreamParser:
 
     def feed(self, token_ids: int | Iterable[int]) -> list[Event]:
         """Handle one id or several; the events they complete, in order."""
+        if self._fast and isinstance(token_ids, int) and token_ids not in self._slots:
+            # the common case inline: one text id inside a block, its leading "\n" settled
+            try:
+                text = self._raw(self._raw_arg, token_ids)
+            except Exception as exc:
+                return self._fast_failed(token_ids, exc)
+            if text is None:
+                return self._fast_failed(token_ids, None)
+            self.position += 1
+            if not text:
+                return []
+            if text[-1] == "\n":  # may be framing: held back (see `_text_in`)
+                self._held_newline = True
+                self._fast = False
+                text = text[:-1]
+                if not text:
+                    return []
+            self._text.append(text)
+            try:
+                return [self._events[text]]
+            except KeyError:
+                return [self._new_text(text)]
         self._check_usable()
+        self._fast = False
+        self._settle_think()
         batch = (token_ids,) if isinstance(token_ids, int) else token_ids
         out: list[Event] = []
-        for token_id in batch:
-            try:
-                self._one(out, token_id)
-            except _Refused as refused:
-                self._refused(out, refused)
-            self.position += 1
+        try:
+            for token_id in batch:
+                try:
+                    self._one(out, token_id)
+                except _Refused as refused:
+                    self._refused(out, refused)
+                self.position += 1
+        finally:
+            self._update_fast()
         return out
 
     def finish(self) -> list[Event]:
         """The end of the stream. Strict: an open transmission (no `<|eot|>`) is an error.
         Lenient: the open block and transmission are closed as if `<|eot|>` had come."""
         self._check_usable()
+        self._fast = False
+        self._settle_think()
         out: list[Event] = []
         try:
             self._finish(out)
         except _Refused as refused:
             self._refused(out, refused)
+        finally:
+            self._update_fast()
         return out
 
     # -- machinery -------------------------------------------------------------------------
+
+    def _update_fast(self) -> None:
+        """Open `feed`'s inline path where a text id is plain payload: a block whose leading
+        "\n" is settled, no "\n" held, no run, and THINK ids only while no limit applies (they
+        are counted from the position, `_settle_think`)."""
+        self._settle_think()
+        kind = self._kind
+        self._fast = (
+            self._all_text
+            and kind is not None
+            and not self._run
+            and not self._at_start
+            and not self._held_newline
+            and self._failed is None
+        )
+        if kind is Kind.THINK and self._fast:
+            if self._reasoning is not None and self._reasoning.max_tokens is not None:
+                self._fast = False
+            else:
+                self._think_from = self.position
+        if kind is not None:
+            self._events = _TEXT_EVENTS[kind]
+
+    def _settle_think(self) -> None:
+        if self._think_from is not None:
+            self._think_ids += self.position - self._think_from
+            self._think_from = None
+
+    def _new_text(self, text: str) -> PayloadText:
+        events = self._events
+        if len(events) >= _TEXT_EVENTS_MAX:
+            events.clear()
+        event = events[text] = PayloadText(self._kind, text)  # type: ignore[arg-type]
+        return event
+
+    def _fast_failed(self, token_id: int, exc: Exception | None) -> list[Event]:
+        """`feed`'s inline path when the fast step gave None or raised."""
+        self._settle_think()
+        out: list[Event] = []
+        try:
+            if self._held is not None:
+                try:
+                    text = self._held(token_id)
+                except ValueError as error:
+                    raise _Refused(str(error)) from None
+                if exc is not None:
+                    raise exc
+                if text:
+                    self._text_in(out, text)
+            elif isinstance(exc, ValueError):
+                raise _Refused(str(exc)) from None
+            elif exc is not None:
+                raise exc
+            if self._kind is Kind.THINK:
+                self._think_ids += 1
+        except _Refused as refused:
+            self._refused(out, refused)
+        self.position += 1
+        self._update_fast()
+        return out
 
     def _check_usable(self) -> None:
         if self._failed is not None:
@@ -215,6 +334,7 @@ class StreamParser:
         if self.strict:
             error = ParseError(message, self.transmission_index, block, self.position, out)
             self._failed = error
+            self._fast = False
             raise error from None
         self._violation(out, message, block)
 
@@ -258,14 +378,18 @@ class StreamParser:
         self._reset_block()
         self.decoder.reset()
         out.append(BlockStart(kind))
-        if kind is Kind.THINK and self.reasoning is not None and self.reasoning.mode == "disabled":
+        if (
+            kind is Kind.THINK
+            and self._reasoning is not None
+            and self._reasoning.mode == "disabled"
+        ):
             raise _Refused("a <|think|> block while ctrl.reasoning.mode is disabled")
 
     def _count_think(self) -> None:
         """THINK ids of one transmission against `max_tokens`, counted as the budget counts
         them (every id after a `<|think|>`, its framing "\\n" too); reported once."""
         self._think_ids += 1
-        limit = self.reasoning.max_tokens if self.reasoning is not None else None
+        limit = self._reasoning.max_tokens if self._reasoning is not None else None
         if limit is not None and self._think_ids == limit + 1:
             raise _Refused(f"more than ctrl.reasoning.max_tokens ({limit}) THINK ids")
 
