@@ -76,6 +76,18 @@ _set_text = cast(Any, PayloadText.__dict__["text"]).__set__
 _TEXT_EVENTS: dict[Kind, dict[str, PayloadText]] = {kind: {} for kind in Kind}
 _TEXT_EVENTS_MAX = 8192
 
+_KINDS = tuple(Kind)
+_N_KINDS = len(_KINDS)
+_EOT, _THINK = Kind.EOT, Kind.THINK  # (a global is faster than an enum's attribute)
+
+
+class _Everything:
+    def __contains__(self, item: object) -> bool:
+        return True
+
+
+_ALL = _Everything()
+
 
 @dataclass(frozen=True, slots=True)
 class PayloadTokens:
@@ -184,8 +196,10 @@ class StreamParser:
         self._reset_block()
         decoder.reset()
         self._raw, self._raw_arg, self._held = fast_step(decoder)
-        #: `feed`'s inline path is open: a text id now is plain payload (see `_update_fast`)
-        self._fast = False
+        #: `feed`'s inline path is open for the ids not in this: all of them, or (a text id now is
+        #: plain payload, see `_update_fast`) the structural ones
+        self._gate: Container[int] = _ALL
+        self._text_add = self._text.append
         self._events = _TEXT_EVENTS[Kind.OUT]  # the open block's kind's, for that path
 
     # -- public ----------------------------------------------------------------------------
@@ -197,7 +211,7 @@ class StreamParser:
     @reasoning.setter
     def reasoning(self, reasoning: Reasoning | None) -> None:
         self._reasoning = reasoning
-        self._fast = False  # a THINK limit may now apply
+        self._gate = _ALL  # a THINK limit may now apply
 
     @property
     def open_block(self) -> Kind | None:
@@ -206,30 +220,21 @@ class StreamParser:
 
     def feed(self, token_ids: int | Iterable[int]) -> list[Event]:
         """Handle one id or several; the events they complete, in order."""
-        if self._fast and isinstance(token_ids, int) and token_ids not in self._slots:
+        if isinstance(token_ids, int) and token_ids not in self._gate:
             # the common case inline: one text id inside a block, its leading "\n" settled
             try:
                 text = self._raw(self._raw_arg, token_ids)
             except Exception as exc:
                 return self._fast_failed(token_ids, exc)
-            if text is None:
-                return self._fast_failed(token_ids, None)
-            self.position += 1
-            if not text:
-                return []
-            if text[-1] == "\n":  # may be framing: held back (see `_text_in`)
-                self._held_newline = True
-                self._fast = False
-                text = text[:-1]
-                if not text:
-                    return []
-            self._text.append(text)
             try:
-                return [self._events[text]]
+                event = self._events[text]  # type: ignore[index]  # not None, "", "…\n"
             except KeyError:
-                return [self._new_text(text)]
+                return self._fast_text(token_ids, text)
+            self.position += 1
+            self._text_add(text)  # type: ignore[arg-type]
+            return [event]
         self._check_usable()
-        self._fast = False
+        self._gate = _ALL
         self._settle_think()
         batch = (token_ids,) if isinstance(token_ids, int) else token_ids
         out: list[Event] = []
@@ -248,7 +253,7 @@ class StreamParser:
         """The end of the stream. Strict: an open transmission (no `<|eot|>`) is an error.
         Lenient: the open block and transmission are closed as if `<|eot|>` had come."""
         self._check_usable()
-        self._fast = False
+        self._gate = _ALL
         self._settle_think()
         out: list[Event] = []
         try:
@@ -267,7 +272,7 @@ class StreamParser:
         are counted from the position, `_settle_think`)."""
         self._settle_think()
         kind = self._kind
-        self._fast = (
+        fast = (
             self._all_text
             and kind is not None
             and not self._run
@@ -275,20 +280,42 @@ class StreamParser:
             and not self._held_newline
             and self._failed is None
         )
-        if kind is Kind.THINK and self._fast:
+        if kind is _THINK and fast:
             if self._reasoning is not None and self._reasoning.max_tokens is not None:
-                self._fast = False
+                fast = False
             else:
                 self._think_from = self.position
+        self._gate = self._slots if fast else _ALL
         if kind is not None:
             self._events = _TEXT_EVENTS[kind]
+        self._text_add = self._text.append
 
     def _settle_think(self) -> None:
         if self._think_from is not None:
             self._think_ids += self.position - self._think_from
             self._think_from = None
 
+    def _fast_text(self, token_id: int, text: str | None) -> list[Event]:
+        """`feed`'s inline path for a text with no shared event: None, "", a trailing "\\n"
+        (held back, see `_text_in`), or new."""
+        if text is None:
+            return self._fast_failed(token_id, None)
+        self.position += 1
+        if not text:
+            return []
+        if text[-1] == "\n":
+            self._held_newline = True
+            self._gate = _ALL
+            text = text[:-1]
+            if not text:
+                return []
+            self._text.append(text)
+            return [PayloadText(self._kind, text)]  # type: ignore[arg-type]
+        self._text.append(text)
+        return [self._new_text(text)]
+
     def _new_text(self, text: str) -> PayloadText:
+        """A shared event for a text without a trailing "\\n"."""
         events = self._events
         if len(events) >= _TEXT_EVENTS_MAX:
             events.clear()
@@ -313,7 +340,7 @@ class StreamParser:
                 raise _Refused(str(exc)) from None
             elif exc is not None:
                 raise exc
-            if self._kind is Kind.THINK:
+            if self._kind is _THINK:
                 self._think_ids += 1
         except _Refused as refused:
             self._refused(out, refused)
@@ -334,7 +361,7 @@ class StreamParser:
         if self.strict:
             error = ParseError(message, self.transmission_index, block, self.position, out)
             self._failed = error
-            self._fast = False
+            self._gate = _ALL
             raise error from None
         self._violation(out, message, block)
 
@@ -355,22 +382,22 @@ class StreamParser:
         slot = self._slots.get(token_id)
         if slot is None:
             self._payload(out, token_id)
-            if self._kind is Kind.THINK:
+            if self._kind is _THINK:
                 self._count_think()
-        elif slot < len(Kind):
-            self._structural(out, Kind(slot))
+        elif slot < _N_KINDS:
+            self._structural(out, _KINDS[slot])
         else:
             raise _Refused(f"the reserved SMI id {token_id} ({slot_text(slot)}) in a stream")
 
     def _structural(self, out: list[Event], kind: Kind) -> None:
-        if kind is not Kind.EOT:
+        if kind is not _EOT:
             side = "model" if kind in MODEL_SIDE else "runtime"
             if self.side != "any" and side != self.side:
                 raise _Refused(f"a {side}-side {kind.text} in a {self.side} stream")
             if self._tside is not None and side != self._tside:
                 raise _Refused(f"a {side}-side {kind.text} in a {self._tside} transmission")
         self._close(out)
-        if kind is Kind.EOT:
+        if kind is _EOT:
             self._end_transmission(out)
             return
         self._kind = kind
@@ -378,11 +405,7 @@ class StreamParser:
         self._reset_block()
         self.decoder.reset()
         out.append(BlockStart(kind))
-        if (
-            kind is Kind.THINK
-            and self._reasoning is not None
-            and self._reasoning.mode == "disabled"
-        ):
+        if kind is _THINK and self._reasoning is not None and self._reasoning.mode == "disabled":
             raise _Refused("a <|think|> block while ctrl.reasoning.mode is disabled")
 
     def _count_think(self) -> None:
