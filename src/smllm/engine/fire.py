@@ -28,7 +28,6 @@ from .rules import (
     MACHINE_EVENT,
     NOTE_PARAM,
     check_params,
-    duplicate,
     machine_offers,
     not_configured,
     too_large,
@@ -149,11 +148,9 @@ def _in_idle(ctx: Ctx) -> Outcome:
     if large is not None:
         return refuse_idle(ctx, large)
     if event != "enter":  # enter checks its own params (engine.md §5.1)
-        name = duplicate(ctx.call.params)
-        if name is not None:
-            return refuse_idle(ctx, f"{event} got param {name} more than once")
-        if ctx.call.params:
-            return refuse_idle(ctx, f"{event} takes no params, but got {ctx.call.params[0][0]}")
+        problem, _ = check_params(event, (), None, ctx.call.params)
+        if problem is not None:
+            return refuse_idle(ctx, problem)
     return HANDLERS[(IDLE, event)](ctx, {})
 
 
@@ -191,12 +188,9 @@ def _state_gone(ctx: Ctx, machine: Machine, inst: Instance) -> Outcome:
     if event not in GONE_OFFERS:
         message = f"{event} is not offered here (offered: {', '.join(GONE_OFFERS)})"
         return builtins.refuse_gone(ctx, machine, inst, message)
-    name = duplicate(ctx.call.params)  # machine-format.md §2.4: a param given twice first
-    if name is not None:
-        return builtins.refuse_gone(ctx, machine, inst, f"{event} got param {name} more than once")
-    if ctx.call.params:
-        message = f"{event} takes no params, but got {ctx.call.params[0][0]}"
-        return builtins.refuse_gone(ctx, machine, inst, message)
+    problem, _ = check_params(event, (), None, ctx.call.params)  # §2.4's order: no params
+    if problem is not None:
+        return builtins.refuse_gone(ctx, machine, inst, problem)
     return HANDLERS[(GONE, event)](ctx, machine, None, inst, {})
 
 
