@@ -68,6 +68,23 @@ def refused(block: Block, **kwargs: Any) -> Refusal:
 # -- capabilities -----------------------------------------------------------------------------
 
 
+def test_caps_blocks_of_one_transmission_declare_together() -> None:
+    caps = Capabilities.from_payloads(
+        ['{"tools":[{"name":"a"}],"mode":1}', '{"tools":[{"name":"b"}],"actions":["go"],"mode":2}']
+    )
+    assert ([t.name for t in caps.tools], caps.actions, caps.other) == (
+        ["a", "b"],
+        ("go",),
+        {"mode": 2},
+    )
+    with pytest.raises(ValueError, match="caps: "):  # each block read as strictly as one alone
+        Capabilities.from_payloads(['{"tools":[]}', '{"tools":[],"tools":[]}'])
+    with pytest.raises(ValueError, match="caps must be a JSON object"):
+        Capabilities.from_payloads(['{"tools":[]}', "[]"])
+    with pytest.raises(ValueError, match=r"tool names must be unique \(a repeated\)"):
+        Capabilities.from_payloads(['{"tools":[{"name":"a"}]}', '{"tools":[{"name":"a"}]}'])
+
+
 def test_the_seeds_caps_payloads() -> None:
     caps = Capabilities.from_payload(
         '{"tools":[{"name":"read_file","parameters":{"type":"object"}},'

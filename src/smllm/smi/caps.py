@@ -188,11 +188,29 @@ class Capabilities:
     @classmethod
     def from_payload(cls, text: str) -> Capabilities:
         """A CAPS block's payload; ValueError says what's wrong."""
-        try:
-            value = _loads(text)
-        except _Bad as exc:
-            raise ValueError(f"caps: {exc}") from None
-        return cls.from_value(value)
+        return cls.from_payloads([text])
+
+    @classmethod
+    def from_payloads(cls, texts: Sequence[str]) -> Capabilities:
+        """The CAPS blocks of one transmission, which declare together: their lists (tools,
+        actions) concatenate, any other key takes the last block's value."""
+        values = []
+        for text in texts:
+            try:
+                values.append(_loads(text))
+            except _Bad as exc:
+                raise ValueError(f"caps: {exc}") from None
+        if len(values) == 1:
+            return cls.from_value(values[0])
+        merged: dict[str, Any] = {}
+        for value in values:
+            if not isinstance(value, dict):
+                raise ValueError("caps must be a JSON object")
+            for key, item in value.items():
+                known = merged.get(key)
+                both = isinstance(known, list) and isinstance(item, list)
+                merged[key] = known + item if both else item
+        return cls.from_value(merged)
 
     @classmethod
     def from_value(cls, value: Any) -> Capabilities:

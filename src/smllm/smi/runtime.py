@@ -257,7 +257,7 @@ class Session:
         if missing:
             raise SmiError(f"no OBS answers ACT {', '.join(missing)} (every ACT gets one)")
         caps = [b for b in transmission.blocks if b.kind is Kind.CAPS]
-        new_caps = Capabilities.from_payload(_merged_caps(caps)) if caps else self.caps
+        new_caps = Capabilities.from_payloads([b.text for b in caps]) if caps else self.caps
 
         def apply() -> None:
             for act_id in answered:
@@ -425,17 +425,3 @@ def _error(value: Any) -> Refusal | dict[str, str]:
     if isinstance(value, dict) and set(value) == {"type", "message"}:
         return {"type": str(value["type"]), "message": str(value["message"])}
     return {"type": "action_error", "message": str(value)}
-
-
-def _merged_caps(blocks: Sequence[Block]) -> str:
-    """Several CAPS blocks in one transmission declare together: their lists concatenate."""
-    if len(blocks) == 1:
-        return blocks[0].text
-    merged: dict[str, Any] = {}
-    for block in blocks:
-        for key, value in json.loads(block.text).items():
-            if isinstance(value, list) and isinstance(merged.get(key), list):
-                merged[key] = [*merged[key], *value]
-            else:
-                merged[key] = value
-    return json.dumps(merged)
