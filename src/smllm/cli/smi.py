@@ -116,23 +116,22 @@ def _conversation(value: Any) -> list[Transmission]:
 
 def _compile(args: Namespace) -> int:
     from ..smi.compile import Compiled, Compiler
-    from ..smi.stream import check
 
     vocabulary = _load(args)
     compiler = Compiler(vocabulary.encoder, vocabulary.ids, strict=not args.lenient)
-    errors: list[str] = []
-    batch: list[tuple[str, list[Transmission]]] = []
+    errors: list[tuple[int, str]] = []  # (line, message): the batch's are found at its end
+    batch: list[tuple[int, str, list[Transmission]]] = []
     out: list[Compiled] = []
 
     def flush() -> None:
         try:
-            out.extend(compiler.compile_batch([c for _, c in batch]))
-        except ValueError:  # one of them: find it, by line
-            for where, conversation in batch:
+            out.extend(compiler.compile_batch([c for _, _, c in batch]))
+        except ValueError:  # one of them (a stream rule, an encoding): find it, by line
+            for n, where, conversation in batch:
                 try:
                     out.append(compiler.compile(conversation))
                 except ValueError as exc:
-                    errors.append(f"{where}: {exc}")
+                    errors.append((n, f"{where}: {exc}"))
         batch.clear()
 
     for name, n, text in _lines(args.input):
@@ -141,16 +140,15 @@ def _compile(args: Namespace) -> int:
             if text is None:
                 raise ValueError("not UTF-8 text")
             conversation = _conversation(_json_line(text))
-            check(conversation, strict=not args.lenient)
         except (ValueError, RecursionError) as exc:
-            errors.append(f"{where}: {exc}")
+            errors.append((n, f"{where}: {exc}"))
             continue
-        batch.append((where, conversation))
+        batch.append((n, where, conversation))
         if len(batch) >= _BATCH:
             flush()
     flush()
     if errors:
-        _report(errors)
+        _report([message for _, message in sorted(errors)])
         return 1
     lines = [
         json.dumps(
