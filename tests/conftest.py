@@ -109,13 +109,19 @@ def write_machine(folder: Path, name: str, text: str) -> Path:
     path.write_text(text)
     config = smllm_dir / "config.toml"
     files = []
+    state = ""
     if config.exists():
         import tomllib
 
-        files = tomllib.loads(config.read_text()).get("machines", {}).get("files", [])
+        text = config.read_text()
+        files = tomllib.loads(text).get("machines", {}).get("files", [])
+        if "\n[state]" in text:  # a store chosen by the test (store_project) stays chosen
+            state = text[text.index("\n[state]") :]
     if path.name not in files:
         files.append(path.name)
-    config.write_text("[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n")
+    config.write_text(
+        "[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n" + state
+    )
     return path
 
 
@@ -152,3 +158,76 @@ def require_tool(name: str, install: str) -> str:
     if path is None:
         pytest.fail(f"needs `{name}`, not found on PATH: {install} (scripts/test installs it)")
     return path
+
+
+# -- the store backends: embedded SQLite, and a real PostgreSQL server ---------------------------
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[Any]:
+    """One throw-away PostgreSQL cluster for the whole run (tests/helpers/pgserver.py). Without
+    the server binaries the tests that need it fail, saying what to install."""
+    import tempfile
+
+    from helpers.pgserver import INSTALL, PgServer
+
+    try:
+        server = PgServer.start(Path(tempfile.mkdtemp(prefix="smllm-pg-")))
+    except (RuntimeError, OSError) as exc:
+        pytest.fail(f"no PostgreSQL server could be started ({exc}); needs the {INSTALL}")
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any, env: dict[str, str]) -> str:
+    """The test server's URL (with its password); each test gets a namespace of its own
+    (pg_namespace), so tests share the database and never see each other's instances."""
+    url: str = pg_server.url()
+    return url
+
+
+@pytest.fixture
+def pg_namespace(request: pytest.FixtureRequest) -> str:
+    import hashlib
+
+    return "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+
+
+def use_postgres(
+    project: Path, url: str, namespace: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Point PROJECT's config at the PostgreSQL store: `url-env = "SMLLM_TEST_PG"` (so the
+    password is in no file), set in ENV and in this process."""
+    env["SMLLM_TEST_PG"] = url
+    monkeypatch.setenv("SMLLM_TEST_PG", url)
+    config = project / ".smllm" / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f'\n[state]\nurl-env = "SMLLM_TEST_PG"\nnamespace = "{namespace}"\n'
+    )
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each store test runs on both backends."""
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def store_project(
+    project: Path,
+    env: dict[str, str],
+    backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> Path:
+    """The example project on BACKEND: its instances in .smllm/state (SQLite) or in a namespace
+    of the test server (PostgreSQL)."""
+    if backend == "postgres":
+        url = request.getfixturevalue("pg_url")
+        use_postgres(project, url, request.getfixturevalue("pg_namespace"), env, monkeypatch)
+    return project

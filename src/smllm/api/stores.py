@@ -13,7 +13,7 @@ from ..store.base import InstanceStore, SessionStore
 from ..store.sqlite import SqliteStore
 from ..store.user import state_home, user_store
 
-__all__ = ["Stores", "state_home", "user_store"]
+__all__ = ["Stores", "open_store", "state_home", "store_url", "user_store"]
 
 STORE_FILE = "smllm.db"
 
@@ -22,7 +22,20 @@ def open_store(spec: StoreSpec) -> InstanceStore:
     """An instance store: a returned commit survives power loss (`synchronous=FULL`)."""
     if spec.kind == "dir":
         return SqliteStore(os.path.join(spec.value, STORE_FILE), gitignore=True, durable=True)
-    raise StoreError("PostgreSQL stores ([state] url) are not supported by this smllm yet")
+    from ..store.postgres import PostgresStore  # psycopg itself only at the first query
+
+    return PostgresStore(store_url(spec), spec.namespace)
+
+
+def store_url(spec: StoreSpec) -> str:
+    """A PostgreSQL store's URL: `url` as given, `url-env` read from its variable at each use
+    (machine-format §1), so a rotated secret is picked up without editing the config."""
+    if spec.kind == "url":
+        return spec.value
+    url = os.environ.get(spec.value, "")
+    if not url:
+        raise StoreError(f"state.url-env names {spec.value}, which is unset or empty")
+    return url
 
 
 class Stores:

@@ -1,0 +1,491 @@
+"""The team store: instances, the ref index and history on PostgreSQL (engine.md §10).
+
+One database may hold many projects: every row carries its config's `namespace`, and the tables
+live in a schema of their own (`smllm`) beside whatever else the database holds. Sessions,
+bindings and audit stay in the user's local store; holders and takeovers work through the
+shared instance rows.
+
+How §10's guarantees are kept, with PostgreSQL's own means:
+
+- atomic: each commit is one transaction;
+- no lost update: the `UPDATE` carries `WHERE version = v`; under READ COMMITTED a concurrent
+  writer of the same row waits for the first one and then finds the version moved, so exactly
+  one wins;
+- unique refs: a unique index on (namespace, machine, ref), and the primary key (namespace, id);
+- crash-safe: `synchronous_commit = on` for every connection, whatever the server's default;
+- readers never wait (MVCC); a writer waits at most 5 s for a row lock (`lock_timeout`).
+
+psycopg is imported when a store is first used, so a hook of a PostgreSQL project pays for it
+only when it must read an instance. Messages never carry the password: the store is named by
+its host, and any text from libpq is scrubbed of the URL's secrets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Callable, Sequence
+from urllib.parse import unquote, urlsplit
+
+from ..engine.records import HistoryRecord, Instance, InstanceWrite
+from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
+from ..jsontext import dumps as _dumps
+from ..jsontext import loads as _json_loads
+from .base import SavedRow, read_instance
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
+    import psycopg
+
+    T = TypeVar("T")
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "describe_url", "scrub"]
+
+SCHEMA_VERSION = 1
+
+#: engine.md §10: a writer waits at most 5 s for a lock.
+LOCK_TIMEOUT_MS = 5000
+#: how long to wait for a server that doesn't answer (libpq's minimum is 2 s)
+CONNECT_TIMEOUT_SECS = 5
+#: a link cut under an open connection: the kernel gives up on unacknowledged data after this
+#: long, instead of retransmitting for a quarter of an hour
+TCP_USER_TIMEOUT_MS = 10000
+
+#: an advisory lock key, so that concurrent first uses create the schema once
+_SCHEMA_LOCK = 0x736D6C6C6D  # "smllm"
+
+#: version → the statements that bring the schema from the previous version to it. Text
+#: columns sort bytewise (COLLATE "C"), as SQLite's do, so listings agree on both backends.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: (
+        """CREATE TABLE smllm.instances (
+             namespace TEXT COLLATE "C" NOT NULL, id TEXT COLLATE "C" NOT NULL,
+             machine TEXT COLLATE "C" NOT NULL, ref TEXT COLLATE "C",
+             status TEXT COLLATE "C" NOT NULL, holder TEXT COLLATE "C",
+             updated TEXT COLLATE "C" NOT NULL, version INTEGER NOT NULL, data TEXT NOT NULL,
+             PRIMARY KEY (namespace, id))""",
+        """CREATE UNIQUE INDEX instances_ref ON smllm.instances (namespace, machine, ref)
+             WHERE ref IS NOT NULL""",
+        "CREATE INDEX instances_status ON smllm.instances (namespace, status, machine, updated)",
+        "CREATE INDEX instances_holder ON smllm.instances (namespace, holder)",
+        """CREATE TABLE smllm.history (
+             seq BIGSERIAL PRIMARY KEY, namespace TEXT COLLATE "C" NOT NULL,
+             instance TEXT COLLATE "C" NOT NULL, data TEXT NOT NULL)""",
+        "CREATE INDEX history_instance ON smllm.history (namespace, instance, seq)",
+    ),
+}
+
+
+def describe_url(url: str) -> str:
+    """The store as messages name it: its host and port, never its user or password."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "localhost"
+        port = parts.port
+    except ValueError:
+        return "the configured URL"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{port}" if port else host
+
+
+def _secrets(url: str) -> list[str]:
+    """The URL's password, raw and decoded, and the whole URL: what no message may show."""
+    out = [url]
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if not password:
+        # a URL too broken to parse: anything between the scheme's // and an @ is suspect
+        m = re.match(r"[a-z]+://([^@/]*)@", url)
+        password = m.group(1) if m else None
+    if password:
+        out += [password, unquote(password)]
+    return sorted({s for s in out if s}, key=len, reverse=True)
+
+
+def scrub(text: str, url: str) -> str:
+    """`text` (a message from libpq or psycopg) with the URL's secrets replaced by `***`."""
+    for secret in _secrets(url):
+        text = text.replace(secret, "***")
+    return text
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """libpq's message, shortened to its cause: one line, no 'connection failed' prefixes."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = re.sub(r"^connection failed: ", "", text)
+    text = re.sub(r'^connection to server (at|on socket) "[^"]*"(, port \d+)? failed: ', "", text)
+    text = re.sub(r"^(FATAL|ERROR): +", "", text)
+    return scrub(text.strip(), url)
+
+
+class PostgresStore:
+    """A namespace of a PostgreSQL database, as an InstanceStore."""
+
+    def __init__(self, url: str, namespace: str = "default") -> None:
+        self.url = url
+        self.namespace = namespace
+        self.host = describe_url(url)
+        self.name = f"the store at {self.host} (namespace {namespace})"
+        self._conn: psycopg.Connection[Any] | None = None
+        self._schema_ready = False
+
+    # -- connection ----------------------------------------------------------------------------
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            import psycopg
+        except ImportError:
+            raise StoreError(
+                "a PostgreSQL store needs psycopg: pip install 'smllm[postgres]'"
+            ) from None
+        options: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_SECS,
+            "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+            "keepalives": 1,
+            "keepalives_idle": 5,
+            "keepalives_interval": 2,
+            "keepalives_count": 2,
+            "application_name": "smllm",
+        }
+        try:
+            given = psycopg.conninfo.conninfo_to_dict(self.url)
+        except psycopg.Error as exc:
+            raise StoreError(f"the store URL is not valid: {_reason(exc, self.url)}") from None
+        for key in list(options):
+            if key in given:
+                del options[key]  # the URL's own setting wins
+        try:
+            conn = psycopg.connect(self.url, autocommit=True, **options)
+        except psycopg.OperationalError as exc:
+            raise self._connect_error(exc) from None
+        except psycopg.Error as exc:
+            raise StoreError(f"{self.name} can't be opened: {_reason(exc, self.url)}") from None
+        try:
+            conn.execute("SET synchronous_commit = on")
+            conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+        except psycopg.Error as exc:
+            conn.close()
+            raise self._error(exc) from None
+        return conn
+
+    def _connect_error(self, exc: BaseException) -> StoreError:
+        reason = _reason(exc, self.url)
+        refused = (
+            "authentication failed",
+            "does not exist",
+            "no pg_hba.conf entry",
+            "permission denied",
+            "password",
+        )
+        if any(r in reason for r in refused):
+            return StoreError(f"the store at {self.host} refused the connection: {reason}")
+        return StoreError(f"the store at {self.host} is unreachable: {reason}")
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """A psycopg error met while using an open connection, as smllm's."""
+        import psycopg
+        from psycopg import errors
+
+        if isinstance(exc, errors.LockNotAvailable):
+            return StoreBusy()
+        if isinstance(exc, errors.QueryCanceled):
+            return StoreError(f"the store at {self.host} gave up: {_reason(exc, self.url)}")
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreError(f"the store at {self.host} is unreachable: {_reason(exc, self.url)}")
+        return StoreError(f"{self.name}: {_reason(exc, self.url)}")
+
+    def _connection(self) -> psycopg.Connection[Any]:
+        conn = self._conn
+        if conn is not None and (conn.closed or conn.broken):
+            self.close()
+            conn = None
+        if conn is None:
+            conn = self._conn = self._open()
+        return conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # closing a broken connection mustn't fail
+                self._conn.close()
+            self._conn = None
+
+    def _schema_version(self, conn: psycopg.Connection[Any]) -> int:
+        """0 where smllm has no tables in this database yet."""
+        if conn.execute("SELECT to_regclass('smllm.meta')").fetchone() == (None,):
+            return 0
+        row = conn.execute("SELECT value FROM smllm.meta WHERE key = 'schema'").fetchone()
+        return int(row[0]) if row else 0
+
+    def _ready(self, write: bool) -> bool:
+        """Whether the schema is there (created or migrated first for a write); StoreTooNew for
+        a newer one. Reads never write: a database without smllm's tables reads as empty."""
+        if self._schema_ready:
+            return True
+        conn = self._connection()
+        version = self._schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise StoreTooNew(self.name)
+        if version < SCHEMA_VERSION:
+            if not write:
+                return False
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                conn.execute("CREATE SCHEMA IF NOT EXISTS smllm")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS smllm.meta (key TEXT PRIMARY KEY, value TEXT)"
+                )
+                version = self._schema_version(conn)  # another process may have migrated
+                if version > SCHEMA_VERSION:
+                    raise StoreTooNew(self.name)
+                for target in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in _MIGRATIONS[target]:
+                        conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO smllm.meta VALUES ('schema', %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+        self._schema_ready = True
+        return True
+
+    def _run(self, write: bool, fn: Callable[[psycopg.Connection[Any]], T], empty: T) -> T:
+        """`fn` on a ready connection, retried once on a fresh connection where the old one
+        was found dead (a server restarted since this process last used it): nothing of a
+        transaction a dead connection held was committed, so running it again is safe."""
+        import psycopg
+
+        for attempt in (1, 2):
+            try:
+                if not self._ready(write):
+                    return empty
+                return fn(self._connection())
+            except psycopg.OperationalError as exc:
+                dead = self._conn is None or self._conn.broken or self._conn.closed
+                if attempt == 1 and dead:
+                    self.close()
+                    continue
+                raise self._error(exc) from None
+            except psycopg.Error as exc:
+                raise self._error(exc) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
+        def query(conn: psycopg.Connection[Any]) -> list[Any]:
+            return conn.execute(sql, args).fetchall()
+
+        return self._run(False, query, [])
+
+    # -- instances -----------------------------------------------------------------------------
+
+    def _inst(self, rows: list[Any]) -> Instance | None:
+        if not rows:
+            return None
+        try:
+            return read_instance(rows[0][0])
+        except ValueError as exc:
+            raise StoreError(f"{self.name}: a saved instance can't be read ({exc})") from None
+
+    @staticmethod
+    def _readable(rows: list[Any]) -> list[Instance]:
+        """The rows' instances; a damaged record is left out (validate reports it: INS-4)."""
+        out = []
+        for row in rows:
+            try:
+                out.append(read_instance(row[0]))
+            except ValueError:
+                continue
+        return out
+
+    def instance(self, machine: str, id: str) -> Instance | None:
+        return self._inst(
+            self._read(
+                "SELECT data FROM smllm.instances WHERE namespace = %s AND id = %s "
+                "AND machine = %s",
+                (self.namespace, id, machine),
+            )
+        )
+
+    def find(self, machine: str, id_or_ref: str) -> Instance | None:
+        found = self.instance(machine, id_or_ref)
+        if found is not None:
+            return found
+        return self._inst(
+            self._read(
+                "SELECT data FROM smllm.instances WHERE namespace = %s AND machine = %s "
+                "AND ref = %s",
+                (self.namespace, machine, id_or_ref),
+            )
+        )
+
+    def taken(self, machine: str, value: str) -> bool:
+        return bool(
+            self._read(
+                "SELECT 1 FROM smllm.instances WHERE namespace = %s "
+                "AND (id = %s OR (machine = %s AND ref = %s))",
+                (self.namespace, value, machine, value),
+            )
+        )
+
+    def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
+        if not machines:
+            return [], 0
+        where = "namespace = %s AND status = 'paused' AND machine = ANY(%s)"
+        args: list[Any] = [self.namespace, list(machines)]
+        total = self._read(f"SELECT count(*) FROM smllm.instances WHERE {where}", args)
+        sql = (
+            f"SELECT data FROM smllm.instances WHERE {where} "
+            "ORDER BY updated DESC, machine, coalesce(ref, id)"
+        )
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        rows = self._read(sql, args)
+        found = self._readable(rows)
+        count = (total[0][0] if total else 0) - (len(rows) - len(found))
+        return found, count
+
+    def instances(
+        self, machines: Sequence[str] | None, statuses: Sequence[str] | None
+    ) -> list[Instance]:
+        clauses: list[str] = ["namespace = %s"]
+        args: list[Any] = [self.namespace]
+        if machines is not None:
+            clauses.append("machine = ANY(%s)")
+            args.append(list(machines))
+        if statuses:
+            clauses.append("status = ANY(%s)")
+            args.append(list(statuses))
+        rows = self._read(
+            f"SELECT data FROM smllm.instances WHERE {' AND '.join(clauses)} ORDER BY updated DESC",
+            args,
+        )
+        return self._readable(rows)
+
+    def held_by(self, key: str) -> list[Instance]:
+        rows = self._read(
+            "SELECT data FROM smllm.instances WHERE namespace = %s AND holder = %s "
+            "AND status IN ('active', 'interrupted') ORDER BY updated DESC, id",
+            (self.namespace, key),
+        )
+        return self._readable(rows)
+
+    def saved(self) -> list[SavedRow]:
+        out = []
+        rows = self._read(
+            "SELECT id, machine, data FROM smllm.instances WHERE namespace = %s ORDER BY id",
+            (self.namespace,),
+        )
+        for id, machine, data in rows:
+            try:
+                out.append(SavedRow(id, machine, read_instance(data), None))
+            except ValueError as exc:
+                out.append(SavedRow(id, machine, None, str(exc)))
+        return out
+
+    def history(self, machine: str, id: str) -> list[HistoryRecord]:
+        rows = self._read(
+            "SELECT data FROM smllm.history WHERE namespace = %s AND instance = %s ORDER BY seq",
+            (self.namespace, id),
+        )
+        return [HistoryRecord.from_json(_json_loads(r[0])) for r in rows]
+
+    def commit_instances(self, writes: Sequence[InstanceWrite]) -> None:
+        rows = [(w, _dumps(w.instance.to_json()), _dumps(w.history.to_json())) for w in writes]
+        self._run(True, lambda conn: self._commit(conn, rows), None)
+
+    def _commit(
+        self, conn: psycopg.Connection[Any], rows: list[tuple[InstanceWrite, str, str]]
+    ) -> None:
+        import psycopg
+        from psycopg import errors
+
+        ns = self.namespace
+        try:
+            conn.execute("BEGIN")
+            for w, data, history in rows:
+                i = w.instance
+                if w.expected == 0:
+                    conn.execute(
+                        "INSERT INTO smllm.instances (namespace, id, machine, ref, status, "
+                        "holder, updated, version, data) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+                        "%s, %s)",
+                        (
+                            ns,
+                            i.id,
+                            i.machine,
+                            i.ref,
+                            i.status,
+                            i.holder,
+                            i.updated,
+                            i.version,
+                            data,
+                        ),
+                    )
+                else:
+                    cur = conn.execute(
+                        "UPDATE smllm.instances SET ref = %s, status = %s, holder = %s, "
+                        "updated = %s, version = %s, data = %s "
+                        "WHERE namespace = %s AND id = %s AND version = %s",
+                        (
+                            i.ref,
+                            i.status,
+                            i.holder,
+                            i.updated,
+                            i.version,
+                            data,
+                            ns,
+                            i.id,
+                            w.expected,
+                        ),
+                    )
+                    if cur.rowcount != 1:
+                        raise StoreConflict(i.machine, i.id)
+                conn.execute(
+                    "INSERT INTO smllm.history (namespace, instance, data) VALUES (%s, %s, %s)",
+                    (ns, i.id, history),
+                )
+        except errors.UniqueViolation:
+            self._rollback(conn)
+            raise RefTaken(i.machine, i.ref or i.id) from None
+        except BaseException:
+            self._rollback(conn)
+            raise
+        try:
+            conn.execute("COMMIT")
+        except psycopg.OperationalError as exc:
+            # the connection died with the COMMIT sent: the server may have committed it
+            self.close()
+            if not self._committed(rows):
+                raise StoreError(
+                    f"the store at {self.host} dropped the connection during a commit, which "
+                    f"was not saved: {_reason(exc, self.url)}"
+                ) from None
+
+    @staticmethod
+    def _rollback(conn: psycopg.Connection[Any]) -> None:
+        with contextlib.suppress(Exception):  # a dead connection rolls back on the server
+            if not (conn.closed or conn.broken):
+                conn.execute("ROLLBACK")
+
+    def _committed(self, rows: list[tuple[InstanceWrite, str, str]]) -> bool:
+        """After a lost COMMIT: whether its first write is what the store now holds (each
+        record carries its new version and time, so an equal row is this commit's)."""
+        w, data, _ = rows[0]
+        try:
+            conn = self._connection()
+            found = conn.execute(
+                "SELECT data FROM smllm.instances WHERE namespace = %s AND id = %s",
+                (self.namespace, w.instance.id),
+            ).fetchone()
+        except Exception:  # still unreachable: the outcome stays unknown
+            self.close()
+            raise StoreError(
+                f"the store at {self.host} dropped the connection during a commit, and can't "
+                "be asked whether it was saved; check with smllm instance show"
+            ) from None
+        return found is not None and found[0] == data
