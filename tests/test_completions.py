@@ -30,6 +30,7 @@ COMMANDS = [
     "session",
     "smi",
     "statusline",
+    "store",
     "validate",
 ]
 
@@ -37,7 +38,7 @@ COMMANDS = [
 #: the word is empty too (bash, zsh), fish offers them only once the word starts with `-`
 EXPECTED: dict[str, list[str]] = {
     "smllm ": [*COMMANDS, "--config", "--help", "--version"],
-    "smllm s": ["session", "smi", "statusline"],
+    "smllm s": ["session", "smi", "statusline", "store"],
     "smllm se": ["session"],
     "smllm i": ["info", "init", "instance"],
     "smllm --": ["--config", "--help", "--version"],
@@ -87,6 +88,8 @@ EXPECTED: dict[str, list[str]] = {
     "smllm compile --": ["--config", "--help", "--output"],
     "smllm init --": ["--config", "--help", "--json", "--user"],
     "smllm mcp --": ["--config", "--help"],
+    "smllm store ": ["migrate", "--config", "--help"],
+    "smllm store migrate --": ["--config", "--help", "--json", "--keep", "--namespace"],
     "smllm session show sm-abcdef ": ["--audit", "--config", "--help", "--json"],
 }
 

@@ -112,6 +112,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fire": ("commands", "fire"),
     "session": ("commands", "session"),
     "instance": ("commands", "instance"),
+    "store": ("store", "store"),
     "demo": ("commands", "demo"),
     "info": ("commands", "info"),
     "validate": ("validate", "validate"),

@@ -91,6 +91,26 @@ def build() -> _Parser:
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
 
+    p = cmd("store", "move a project's instances to another store")
+    stsub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
+    q = stsub.add_parser(
+        "migrate",
+        help="copy the instances and history to TARGET, all or nothing, then point the config "
+        "there",
+        description="Copy every instance and history record of the config's store to TARGET "
+        "in one transaction, then set the config's [state] to TARGET and delete the moved rows "
+        "from the old store (unless --keep).",
+    )
+    q.add_argument(
+        "target",
+        metavar="TARGET",
+        help="a postgresql:// URL, env:VAR (the URL in that variable), or a folder (SQLite)",
+    )
+    q.add_argument("--namespace", help="the PostgreSQL namespace (default: default)")
+    q.add_argument("--keep", action="store_true", help="leave the moved rows in the old store")
+    q.add_argument("--json", action="store_true")
+    _config_flag(q, False)
+
     p = cmd("validate", "check configs and machine files; findings at file:line:col")
     p.add_argument(
         "paths",
@@ -148,7 +168,7 @@ def build() -> _Parser:
     q = ssub.add_parser(
         "compile",
         help="conversations (JSON lines) to input_ids, labels and assistant masks",
-        description="Compile conversations, one JSON object a line ({\"messages\": [...], "
+        description='Compile conversations, one JSON object a line ({"messages": [...], '
         '"tools": [...], "ctrl": {...}} or {"transmissions": [...]}), to one line each of '
         '{"input_ids", "labels", "assistant_mask"}; all lines or none.',
     )

@@ -8,7 +8,7 @@ Post-state on error, for every `commit_*`: nothing of that commit is written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..engine.records import (
     AuditRecord,
@@ -35,6 +35,7 @@ __all__ = [
     "SessionStore",
     "StoreBusy",
     "StoreConflict",
+    "StoreDump",
     "StoreError",
     "StoreTooNew",
     "read_instance",
@@ -48,6 +49,17 @@ class SavedRow(Record):
     machine: str
     instance: Instance | None
     problem: str | None
+
+
+class StoreDump(Record):
+    """Every instance row and history record of one store (one namespace of a PostgreSQL
+    database), as stored: what `smllm store migrate` moves. Records are copied as text, so an
+    unreadable one (INS-4) moves as it is instead of stopping the move."""
+
+    #: (id, machine, ref, status, updated, version, data), in id order
+    instances: tuple[tuple[str, str, str | None, str, str, int, str], ...]
+    #: (instance id, data), in commit order
+    history: tuple[tuple[str, str], ...]
 
 
 #: Instance JSON keys → the types a value may have (None: null allowed)
@@ -125,6 +137,18 @@ class InstanceStore(Protocol):
 
     def saved(self) -> list[SavedRow]:
         """Every instance row, each read on its own, in id order (validate's INS rules)."""
+
+    def dump(self) -> StoreDump:
+        """Every row, read in one transaction (a consistent snapshot)."""
+
+    def load(self, dump: StoreDump, unchanged: Callable[[], bool]) -> None:
+        """Insert every row of `dump` in one transaction, committed only if `unchanged()` still
+        holds just before the commit; RefTaken where an id or ref is taken, StoreConflict where
+        `unchanged()` fails: then nothing is written."""
+
+    def discard(self, dump: StoreDump) -> bool:
+        """Delete the rows of `dump` (moved elsewhere), in one transaction, only if the store
+        still holds exactly them; False (and nothing deleted) if it changed since."""
 
 
 class SessionStore(Protocol):

@@ -31,7 +31,7 @@ from ..engine.records import HistoryRecord, Instance, InstanceWrite
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, read_instance
+from .base import SavedRow, StoreDump, read_instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -387,6 +387,75 @@ class PostgresStore:
                 out.append(SavedRow(id, machine, None, str(exc)))
         return out
 
+    def dump(self) -> StoreDump:
+        def read(conn: psycopg.Connection[Any]) -> StoreDump:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                instances = conn.execute(
+                    "SELECT id, machine, ref, status, updated, version, data "
+                    "FROM smllm.instances WHERE namespace = %s ORDER BY id",
+                    (self.namespace,),
+                ).fetchall()
+                history = conn.execute(
+                    "SELECT instance, data FROM smllm.history WHERE namespace = %s ORDER BY seq",
+                    (self.namespace,),
+                ).fetchall()
+            return StoreDump(tuple(instances), tuple(history))
+
+        return self._run(False, read, StoreDump((), ()))
+
+    def load(self, dump: StoreDump, unchanged: Callable[[], bool]) -> None:
+        self._run(True, lambda conn: self._load(conn, dump, unchanged), None)
+
+    def _load(
+        self, conn: psycopg.Connection[Any], dump: StoreDump, unchanged: Callable[[], bool]
+    ) -> None:
+        from psycopg import errors
+
+        ns = self.namespace
+        with conn.transaction():
+            for id, machine, ref, status, updated, version, data in dump.instances:
+                try:
+                    with conn.transaction():  # a savepoint: the error names this row
+                        conn.execute(
+                            "INSERT INTO smllm.instances (namespace, id, machine, ref, status, "
+                            "holder, updated, version, data) VALUES (%s, %s, %s, %s, %s, %s, "
+                            "%s, %s, %s)",
+                            (ns, id, machine, ref, status, _holder(data), updated, version, data),
+                        )
+                except errors.UniqueViolation:
+                    raise RefTaken(machine, ref or id) from None
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO smllm.history (namespace, instance, data) VALUES (%s, %s, %s)",
+                    [(ns, instance, data) for instance, data in dump.history],
+                )
+            if not unchanged():
+                raise StoreConflict("", "")
+
+    def discard(self, dump: StoreDump) -> bool:
+        def apply(conn: psycopg.Connection[Any]) -> bool:
+            ns = (self.namespace,)
+            with conn.transaction():
+                # the rows are locked first, so no fire can land between the check and delete
+                now = conn.execute(
+                    "SELECT id, version FROM smllm.instances WHERE namespace = %s ORDER BY id "
+                    "FOR UPDATE",
+                    ns,
+                ).fetchall()
+                row = conn.execute(
+                    "SELECT count(*) FROM smllm.history WHERE namespace = %s", ns
+                ).fetchone()
+                if now != [(r[0], r[5]) for r in dump.instances] or (
+                    row is None or row[0] != len(dump.history)
+                ):
+                    return False
+                conn.execute("DELETE FROM smllm.history WHERE namespace = %s", ns)
+                conn.execute("DELETE FROM smllm.instances WHERE namespace = %s", ns)
+            return True
+
+        return self._run(True, apply, False)
+
     def history(self, machine: str, id: str) -> list[HistoryRecord]:
         rows = self._read(
             "SELECT data FROM smllm.history WHERE namespace = %s AND instance = %s ORDER BY seq",
@@ -489,3 +558,12 @@ class PostgresStore:
                 "be asked whether it was saved; check with smllm instance show"
             ) from None
         return found is not None and found[0] == data
+
+
+def _holder(data: str) -> str | None:
+    """The holder column of a copied record; None where the record can't be read."""
+    try:
+        found = _json_loads(data).get("holder")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None

@@ -13,7 +13,7 @@ constraints need.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..engine.records import (
     AuditRecord,
@@ -26,7 +26,7 @@ from ..engine.records import (
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, read_instance
+from .base import SavedRow, StoreDump, read_instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -290,6 +290,56 @@ class SqliteStore:
             except ValueError as exc:
                 out.append(SavedRow(id, machine, None, str(exc)))
         return out
+
+    def dump(self) -> StoreDump:
+        conn = self._connect(write=False)
+        if conn is None:
+            return StoreDump((), ())
+        try:
+            conn.execute("BEGIN")  # one read snapshot for both tables
+            try:
+                instances = conn.execute(
+                    "SELECT id, machine, ref, status, updated, version, data FROM instances "
+                    "ORDER BY id"
+                ).fetchall()
+                history = conn.execute("SELECT instance, data FROM history ORDER BY seq").fetchall()
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            raise self._error(exc) from None
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: {exc}") from None
+        return StoreDump(tuple(instances), tuple(history))
+
+    def load(self, dump: StoreDump, unchanged: Callable[[], bool]) -> None:
+        def apply(conn: sqlite3.Connection) -> None:
+            for row in dump.instances:
+                try:
+                    conn.execute(
+                        "INSERT INTO instances (id, machine, ref, status, updated, version, "
+                        "data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        row,
+                    )
+                except sqlite3.IntegrityError:
+                    raise RefTaken(row[1], row[2] or row[0]) from None
+            conn.executemany("INSERT INTO history (instance, data) VALUES (?, ?)", dump.history)
+            if not unchanged():
+                raise StoreConflict("", "")
+
+        self._write(apply)
+
+    def discard(self, dump: StoreDump) -> bool:
+        def apply(conn: sqlite3.Connection) -> bool:
+            now = conn.execute("SELECT id, version FROM instances ORDER BY id").fetchall()
+            count = conn.execute("SELECT count(*) FROM history").fetchone()[0]
+            if now != [(r[0], r[5]) for r in dump.instances] or count != len(dump.history):
+                return False
+            conn.execute("DELETE FROM history")
+            conn.execute("DELETE FROM instances")
+            return True
+
+        done: bool = self._write(apply)
+        return done
 
     def history(self, machine: str, id: str) -> list[HistoryRecord]:
         rows = self._read("SELECT data FROM history WHERE instance = ? ORDER BY seq", (id,))
