@@ -1,9 +1,12 @@
 """Concurrent writers on one store (engine.md §10): real OS processes race on one instance.
 
 Each racer is a separate Python process (tests/helpers/racer.py) with its own session. They all
-wait at a file barrier, then fire at once. Afterwards the SQLite files are read directly (with
-the `sqlite3` module; `PRAGMA integrity_check` through the module and the `sqlite3` CLI) and
-checked against what the racers were told:
+wait at a file barrier, then fire at once. Every test runs on both instance-store backends
+(conftest's `store_project`): the SQLite file, and a namespace of a real PostgreSQL server.
+Afterwards the stores are read directly (tests/helpers/storerows.py: the `sqlite3` module, with
+`PRAGMA integrity_check` through the module and the `sqlite3` CLI; psycopg for PostgreSQL, with
+the constraints checked by queries and the indexes by amcheck; the user store is SQLite on both)
+and checked against what the racers were told:
 
 - every accepted call (exit 0) wrote exactly one history record, and no refused call wrote one:
   no lost update, no phantom write;
@@ -28,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, enter_args, require_tool, smllm
+from conftest import ROOT, enter_args, smllm
+from helpers.storerows import StoreRows, fresh_database
 
 RACER = ROOT / "helpers" / "racer.py"
 #: how long the test waits for racers to reach a barrier, and for them to finish
@@ -39,10 +43,6 @@ Call = dict[str, Any]
 
 
 # -- reading the stores ------------------------------------------------------------------------
-
-
-def project_db(project: Path) -> Path:
-    return project / ".smllm" / "state" / "smllm.db"
 
 
 def user_db(env: dict[str, str]) -> Path:
@@ -57,51 +57,22 @@ def query(db: Path, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...
         conn.close()
 
 
-def integrity_cli(db: Path) -> str:
-    """`PRAGMA integrity_check` through Python's sqlite3, always, and then through the real
-    sqlite3 command-line shell (a missing shell fails the test, saying how to install it)."""
-    module = str(query(db, "PRAGMA integrity_check")[0][0])
-    if module != "ok":
-        return module
-    proc = subprocess.run(
-        [require_tool("sqlite3", "apt-get install sqlite3"), str(db), "PRAGMA integrity_check;"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+def sound(project: Path, env: dict[str, str], request: pytest.FixtureRequest) -> None:
+    """Both stores are whole: the instance store on its backend (amcheck on PostgreSQL's
+    indexes), the user store's SQLite file through the module and the CLI."""
+    rows = StoreRows.of(project, env)
+    server = request.getfixturevalue("pg_server") if rows.backend == "postgres" else None
+    assert rows.integrity(superuser=server) == "ok"
+    assert StoreRows(user_db(env), None, "").integrity() == "ok"
 
 
-def instance_rows(project: Path, ref: str) -> list[dict[str, Any]]:
-    rows = query(
-        project_db(project),
-        "SELECT id, machine, ref, status, version, data FROM instances "
-        "WHERE machine = 'dev' AND ref = ?",
-        (ref,),
-    )
-    out = []
-    for id_, machine, ref_, status, version, data in rows:
-        d = json.loads(data)
-        # the columns beside the JSON document agree with it
-        assert (d["id"], d["machine"], d["ref"], d["status"], d["version"]) == (
-            id_,
-            machine,
-            ref_,
-            status,
-            version,
-        )
-        out.append(d)
-    return out
+def instance_rows(project: Path, env: dict[str, str], ref: str) -> list[dict[str, Any]]:
+    """The instances of dev with REF, each row's columns checked against its document."""
+    return StoreRows.of(project, env).instance_rows(machine="dev", ref=ref)
 
 
-def history_of(project: Path, instance_id: str) -> list[dict[str, Any]]:
-    rows = query(
-        project_db(project),
-        "SELECT data FROM history WHERE instance = ? ORDER BY seq",
-        (instance_id,),
-    )
-    return [json.loads(r[0]) for r in rows]
+def history_of(project: Path, env: dict[str, str], instance_id: str) -> list[dict[str, Any]]:
+    return StoreRows.of(project, env).history(instance_id)
 
 
 def session_of(env: dict[str, str], key: str) -> dict[str, Any]:
@@ -209,8 +180,15 @@ def check_serial(history: list[dict[str, Any]]) -> None:
     ids=["6-processes-in-process-cli", "4-processes-cli-subprocesses"],
 )
 def test_takeover_race(
-    project: Path, env: dict[str, str], tmp_path: Path, mode: str, racers: int, rounds: int
+    store_project: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    mode: str,
+    racers: int,
+    rounds: int,
 ) -> None:
+    project = store_project
     began = time.monotonic()
     ref = "GH-1"
     keys = [new_key(project, env) for _ in range(racers)]
@@ -259,11 +237,10 @@ def test_takeover_race(
             )
 
     # the stores are sound
-    assert integrity_cli(project_db(project)) == "ok"
-    assert integrity_cli(user_db(env)) == "ok"
+    sound(project, env, request)
 
-    [inst] = instance_rows(project, ref)
-    history = history_of(project, inst["id"])
+    [inst] = instance_rows(project, env, ref)
+    history = history_of(project, env, inst["id"])
     check_versions(inst, history)
     check_serial(history)
     assert inst["status"] == "active" and inst["state"] == "PLAN"
@@ -314,13 +291,17 @@ def test_takeover_race(
     ids=["4-processes-existing-store", "5-keyless-processes-fresh-stores"],
 )
 def test_same_new_ref(
-    project: Path,
+    store_project: Path,
     env: dict[str, str],
     tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
     fresh: bool,
     racers: int,
     keyless: tuple[bool, ...],
 ) -> None:
+    project = store_project
     began = time.monotonic()
     refs = [f"GH-{n}" for n in range(7, 13)]
     setup_keys: list[str] = []
@@ -334,8 +315,12 @@ def test_same_new_ref(
         )
         assert ran.code == 0, ran.out + ran.err
     else:
-        # the race also creates both databases
-        assert not project_db(project).exists() and not user_db(env).exists()
+        # the race also creates both stores: on PostgreSQL, smllm's schema in a new database
+        if backend == "postgres":
+            url = fresh_database(request.getfixturevalue("pg_server"))
+            env["SMLLM_TEST_PG"] = url
+            monkeypatch.setenv("SMLLM_TEST_PG", url)
+        assert not StoreRows.of(project, env).exists() and not user_db(env).exists()
 
     barrier = tmp_path / "barrier"
     barrier.mkdir()
@@ -362,19 +347,18 @@ def test_same_new_ref(
 
     assert len(calls) == racers * len(refs)
     check_replies(calls, {"created", "took-over", "continued", "lost", "ref-taken"})
-    assert integrity_cli(project_db(project)) == "ok"
-    assert integrity_cli(user_db(env)) == "ok"
+    sound(project, env, request)
 
     figures: Counter[str] = Counter()
     for ref in refs:
         mine = [c for c in calls if c["ref"] == ref]
         figures.update(c["kind"] for c in mine)
         # exactly one instance has the ref, made by exactly one accepted call
-        rows = instance_rows(project, ref)
+        rows = instance_rows(project, env, ref)
         assert len(rows) == 1, (ref, rows)
         [inst] = rows
         assert sum(c["kind"] == "created" for c in mine) == 1, [show(c) for c in mine]
-        history = history_of(project, inst["id"])
+        history = history_of(project, env, inst["id"])
         check_versions(inst, history)
         check_serial(history)
         assert history[0]["arrival"] == "enter (new issue)"
@@ -384,9 +368,7 @@ def test_same_new_ref(
         creator = next(c for c in mine if c["kind"] == "created")
         assert history[0]["session"] == creator["session"]
         assert inst["holder"] == history[-1]["session"]
-    assert query(project_db(project), "SELECT count(*) FROM instances")[0][0] == len(refs) + (
-        0 if fresh else 1
-    )
+    assert StoreRows.of(project, env).count() == len(refs) + (0 if fresh else 1)
 
     # a refused keyless enter saves nothing (engine.md §3): the sessions are exactly those made
     # beforehand and those of accepted keyless enters
@@ -441,10 +423,13 @@ def one_session_two_enters(
     return key, finish(specs, procs)
 
 
-def test_one_session_two_processes(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+def test_one_session_two_processes(
+    store_project: Path, env: dict[str, str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """Two processes fire `enter` on one session at once, their user-store transactions
     slowed: one call holds the session's call lock and is accepted; the other is refused up
     front (`… is busy …`, exit 1) and wrote nothing, so its ref has no instance."""
+    project = store_project
     key, calls = one_session_two_enters(project, env, tmp_path)
     assert sorted(c["code"] for c in calls) == [0, 1], [show(c) for c in calls]
     [won] = [c for c in calls if c["code"] == 0]
@@ -454,10 +439,9 @@ def test_one_session_two_processes(project: Path, env: dict[str, str], tmp_path:
     assert lost["err"] == (
         f"error: session {key} is busy with another call; wait for its reply, then fire again\n"
     )
-    [winner] = instance_rows(project, won["ref"])
-    assert instance_rows(project, lost["ref"]) == []
+    [winner] = instance_rows(project, env, won["ref"])
+    assert instance_rows(project, env, lost["ref"]) == []
     assert session_of(env, key)["holding"] == {"machine": "dev", "id": winner["id"]}
     assert winner["holder"] == key
     assert audit_kinds(env, key)["event"] == 1
-    assert integrity_cli(project_db(project)) == "ok"
-    assert integrity_cli(user_db(env)) == "ok"
+    sound(project, env, request)
