@@ -383,3 +383,46 @@ def test_the_mcp_server_answers_initialize_before_loading_the_api() -> None:
     assert ours == {"smllm.jsontext", "smllm.mcp", "smllm.mcp.server", "smllm.mcp.texts",
                     "smllm.mcp.wire"}, ours  # fmt: skip
     assert not loaded & {"mcp", "anyio", "pydantic", "_sqlite3"}, loaded & {"mcp", "anyio"}
+
+
+#: (hook, what the session is doing, whether it must read an instance)
+PG_HOOK_CASES = [
+    ("user-prompt-submit", "held", False),
+    ("stop", "idle", False),
+    ("stop", "unbound", False),
+    ("stop", "held", True),
+    ("stop", "yielded", True),  # is the instance still the session's? only the store knows
+    ("session-start", "held", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("hook", "doing", "reads"), PG_HOOK_CASES, ids=[f"{h}-{d}" for h, d, _ in PG_HOOK_CASES]
+)
+def test_hooks_of_a_postgres_project_pay_for_psycopg_only_to_read(
+    project: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    pg_url: str,
+    pg_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    hook: str,
+    doing: str,
+    reads: bool,
+) -> None:
+    """issue 11 §1: a hook of a PostgreSQL project imports psycopg only when it must read an
+    instance (a holding session's stop, its start); a prompt or an idle stop doesn't."""
+    from conftest import use_postgres
+
+    use_postgres(project, pg_url, pg_namespace, env, monkeypatch)
+    _hook_session("claude", doing, project, env)
+    smllm(["validate"], project, env)
+    stdin = _hook_input("claude", "h1", project, stop_hook_active=False, prompt="next")
+    ran, names = loaded(["harness", "hook", "claude", hook], project, env, tmp_path / "h.txt",
+                        stdin=stdin)  # fmt: skip
+    assert ran.code == 0, ran.err
+    assert "smllm.harness.hook" in names
+    if hook == "stop" and doing == "held":
+        assert ran.out.startswith('{"decision":"block","reason":"<smllm>'), ran.out
+    assert ("psycopg" in names) == reads
+    assert ("smllm.store.postgres" in names) == reads
