@@ -82,13 +82,21 @@ def describe_url(url: str) -> str:
     """The store as messages name it: its host and port, never its user or password."""
     try:
         parts = urlsplit(url)
-        host = parts.hostname or "localhost"
         port = parts.port
+        host = parts.hostname or _query_host(parts.query) or "localhost"
     except ValueError:
         return "the configured URL"
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{port}" if port else host
+
+
+def _query_host(query: str) -> str | None:
+    """`?host=/run/postgresql` (a Unix socket folder, or a host) of a URL without a netloc."""
+    from urllib.parse import parse_qs
+
+    hosts = parse_qs(query).get("host")
+    return hosts[0] if hosts else None
 
 
 def _secrets(url: str) -> list[str]:
@@ -119,6 +127,7 @@ def _reason(exc: BaseException, url: str) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = re.sub(r"^connection failed: ", "", text)
     text = re.sub(r'^connection to server (at|on socket) "[^"]*"(, port \d+)? failed: ', "", text)
+    text = re.sub(r"^connection is bad: ", "", text)
     text = re.sub(r"^(FATAL|ERROR): +", "", text)
     return scrub(text.strip(), url)
 
@@ -175,6 +184,8 @@ class PostgresStore:
 
     def _connect_error(self, exc: BaseException) -> StoreError:
         reason = _reason(exc, self.url)
+        if reason.startswith("invalid "):  # libpq's check of the URL's options
+            return StoreError(f"the store URL is not valid: {reason}")
         refused = (
             "authentication failed",
             "does not exist",
