@@ -49,8 +49,13 @@ def free_port() -> int:
 
 
 class PgServer:
-    def __init__(self, root: Path, port: int, listen: str = "127.0.0.1") -> None:
+    def __init__(
+        self, root: Path, port: int, listen: str = "127.0.0.1", prefix: list[str] | None = None
+    ) -> None:
         self.root = root
+        #: a command prefix for every server command, e.g. `ip netns exec NS` to run the
+        #: server inside a network namespace (it then listens on that namespace's `listen`)
+        self.prefix = list(prefix or [])
         self.data = root / "data"
         self.port = port
         self.listen = listen
@@ -61,8 +66,8 @@ class PgServer:
 
     def _cmd(self, args: list[str]) -> list[str]:
         if self.as_postgres:
-            return ["runuser", "-u", "postgres", "--", *args]
-        return args
+            return [*self.prefix, "runuser", "-u", "postgres", "--", *args]
+        return [*self.prefix, *args]
 
     def run(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
@@ -73,9 +78,11 @@ class PgServer:
         return proc
 
     @classmethod
-    def start(cls, root: Path, listen: str = "127.0.0.1") -> PgServer:
+    def start(
+        cls, root: Path, listen: str = "127.0.0.1", prefix: list[str] | None = None
+    ) -> PgServer:
         root.mkdir(parents=True, exist_ok=True)
-        server = cls(root, free_port(), listen)
+        server = cls(root, free_port(), listen, prefix)
         if server.as_postgres:
             shutil.chown(root, "postgres", "postgres")
             os.chmod(root, 0o700)
@@ -143,6 +150,11 @@ class PgServer:
             ]
         )
         return proc.stdout
+
+    def socket_url(self, database: str = DATABASE) -> str:
+        """A URL through the server's Unix socket (local connections are trusted): reaches a
+        server in another network namespace too."""
+        return f"postgresql://{USER}@/{database}?host={quote(str(self.root), safe='')}&port={self.port}"
 
     def url(self, database: str = DATABASE, password: str = PASSWORD, host: str = "") -> str:
         return (
