@@ -1,12 +1,16 @@
 """Crash safety (engine.md §10): `fire` killed with SIGKILL at random points of its commits.
 
 A helper process (tests/helpers/crasher.py) fires writing events through `smllm.api.app.App` in
-a loop, from two sessions on one issue, with its SQLite transactions slowed down by a test-only
-hook (tests/helpers/slowdb.py, installed in the helper process only) so that kills land inside
-commits and between the instance commit and the session commit. The test kills it 50 times
-after seeded random delays. After each kill:
+a loop, from two sessions on one issue, with its SQLite and PostgreSQL transactions slowed down
+by a test-only hook (tests/helpers/slowdb.py, installed in the helper process only) so that
+kills land inside commits and between the instance commit and the session commit. The test
+kills it 50 times (20 on PostgreSQL) after seeded random delays. Every test runs with the
+instance store on both backends (conftest's `store_project`: the SQLite file, or a namespace of
+a real PostgreSQL server, read through tests/helpers/storerows.py); the user store is SQLite.
+After each kill:
 
-- both databases open and pass `PRAGMA integrity_check`;
+- both stores open and are whole (SQLite: `PRAGMA integrity_check`; PostgreSQL: the
+  constraints' promises checked by queries);
 - every record's JSON parses, and the columns beside it agree with it;
 - each instance's history versions are exactly 1..V, V being its version, and its state and
   status are those of its last history record (the instance write and its history record
@@ -55,9 +59,10 @@ from typing import Any
 
 import pytest
 from conftest import ROOT, require_tool, smllm
+from helpers.storerows import StoreRows, fresh_database
 
 CRASHER = ROOT / "helpers" / "crasher.py"
-KILLS = 50
+KILLS = {"sqlite": 50, "postgres": 20}
 SEED = 20261202
 REF = "GH-1"
 
@@ -81,20 +86,6 @@ def open_ro(db: Path) -> sqlite3.Connection:
     return sqlite3.connect(db, timeout=5)
 
 
-def schema_version(db: Path) -> int:
-    conn = open_ro(db)
-    try:
-        version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version == 0:
-            # a kill while smllm created the store: no table is half made (the migration is
-            # one transaction), and the next call creates them
-            tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            assert tables.fetchall() == [], db
-        return version
-    finally:
-        conn.close()
-
-
 def integrity(db: Path, cli: bool) -> None:
     conn = open_ro(db)
     try:
@@ -115,38 +106,30 @@ def integrity(db: Path, cli: bool) -> None:
         assert (proc.returncode, proc.stdout.strip()) == (0, "ok"), proc.stderr
 
 
-class Snapshot:
-    """Both stores as they are on disk, checked record by record."""
+def store_sound(rows: StoreRows) -> None:
+    """The instance store opens and is whole (SQLite: as `integrity` checks it)."""
+    if rows.path is not None:
+        integrity(rows.path, cli=True)
+    else:
+        assert rows.integrity() == "ok"
 
-    def __init__(self, project_db: Path, user_db: Path) -> None:
+
+class Snapshot:
+    """Both stores as they are, checked record by record: the instance store through
+    storerows (either backend), the user store's SQLite file."""
+
+    def __init__(self, rows: StoreRows, user_db: Path) -> None:
         self.instances: dict[str, Record] = {}
         self.history: dict[str, list[Record]] = {}
         self.sessions: dict[str, Record] = {}
         self.audit_events: Counter[str] = Counter()
-        if project_db.exists() and schema_version(project_db) >= 1:
-            conn = open_ro(project_db)
-            try:
-                rows = conn.execute(
-                    "SELECT id, machine, ref, status, version, data FROM instances"
-                ).fetchall()
-                for id_, machine, ref, status, version, data in rows:
-                    d = json.loads(data)
-                    assert (d["id"], d["machine"], d["ref"], d["status"], d["version"]) == (
-                        id_,
-                        machine,
-                        ref,
-                        status,
-                        version,
-                    ), d
-                    self.instances[id_] = d
-                    self.history[id_] = []
-                for instance, data in conn.execute(
-                    "SELECT instance, data FROM history ORDER BY seq"
-                ):
-                    assert instance in self.instances, instance  # no record without its instance
-                    self.history[instance].append(json.loads(data))
-            finally:
-                conn.close()
+        if rows.exists():
+            for d in rows.instance_rows():  # each row's columns agree with its document
+                self.instances[d["id"]] = d
+                self.history[d["id"]] = []
+            for instance, record in rows.all_history():
+                assert instance in self.instances, instance  # no record without its instance
+                self.history[instance].append(record)
         conn = open_ro(user_db)
         try:
             for key, data in conn.execute("SELECT key, data FROM sessions"):
@@ -221,16 +204,21 @@ def next_event(snap: Snapshot, key: str) -> list[str]:
     return ["enter", "--param", "stateMachine=dev", "--param", f"issueId={REF}"]
 
 
-def test_sigkill_during_commits(project: Path, env: dict[str, str], tmp_path: Path) -> None:
+def test_sigkill_during_commits(
+    store_project: Path, env: dict[str, str], tmp_path: Path, backend: str
+) -> None:
+    project = store_project
     began = time.monotonic()
-    project_db = project / ".smllm" / "state" / "smllm.db"
+    rows = StoreRows.of(project, env)
+    kills = KILLS[backend]
     user_db = Path(env["XDG_STATE_HOME"]) / "smllm" / "user.db"
     keys = []
     for _ in range(2):
         ran = smllm(["session", "new", "--json"], project, env)
         assert ran.code == 0, ran.err
         keys.append(json.loads(ran.out)["session"])
-    assert not project_db.exists()  # the first run also creates the instance store
+    # the first run also creates the instance store (on PostgreSQL, the namespace's first rows)
+    assert not rows.exists() if backend == "sqlite" else rows.count() == 0
 
     rng = random.Random(SEED)
     phases: Counter[str] = Counter()
@@ -239,8 +227,8 @@ def test_sigkill_during_commits(project: Path, env: dict[str, str], tmp_path: Pa
     in_flight_landed = 0  # kills after an instance commit whose call hadn't returned
     gap = 0  # history records whose session write (and audit) a kill lost
     calls_done = 0
-    for k in range(KILLS):
-        before = Snapshot(project_db, user_db) if project_db.exists() else None
+    for k in range(kills):
+        before = Snapshot(rows, user_db) if rows.exists() else None
         log = tmp_path / f"log-{k}.jsonl"
         phase_file = tmp_path / f"phase-{k}"
         slow = {"seed": SEED + k, "max_ms": 12, "phase": str(phase_file)}
@@ -275,11 +263,11 @@ def test_sigkill_during_commits(project: Path, env: dict[str, str], tmp_path: Pa
 
         # the stores open and are whole
         integrity(user_db, cli=True)
-        if not project_db.exists():
+        if not rows.exists():
             assert before is None
             continue
-        integrity(project_db, cli=True)
-        snap = Snapshot(project_db, user_db)
+        store_sound(rows)
+        snap = Snapshot(rows, user_db)
         snap.check_instances()
 
         # every call that returned is in the history; at most the one in flight more
@@ -315,25 +303,28 @@ def test_sigkill_during_commits(project: Path, env: dict[str, str], tmp_path: Pa
                     msg = next((m for m in REPAIR_MESSAGES if m in ran.out), None)
                     assert msg is not None, ran.out
                     repairs[msg.split("error: ", 1)[1].split(" sm-")[0]] += 1
-                snap = Snapshot(project_db, user_db)
+                snap = Snapshot(rows, user_db)
                 snap.check_instances()
                 if not snap.disagreements(key):
                     break
             else:
                 raise AssertionError(f"session {key} still disagrees: {snap.disagreements(key)}")
-        after = Snapshot(project_db, user_db)
+        after = Snapshot(rows, user_db)
         # repairs wrote full calls: the instance and the session together
         assert after.history_count - sum(after.audit_events.values()) == gap
 
     took = time.monotonic() - began
     print(
-        f"\n[sigkill] {KILLS} kills in {took:.1f} s, {calls_done} calls returned in the helper; "
+        f"\n[sigkill, {backend}] {kills} kills in {took:.1f} s, {calls_done} calls returned "
+        "in the helper; "
         f"killed at: {dict(sorted(phases.items()))}; history records whose call was cut short "
         f"after its instance commit: {in_flight_landed} (session write lost: {gap}); "
         f"disagreements seen: {dict(found)}; repair calls: {dict(repairs)}"
     )
     # the kills really landed inside transactions and between the two commits
-    assert sum(n for p, n in phases.items() if p.startswith(("in-tx", "committ", "wait"))) >= 10
+    assert sum(n for p, n in phases.items() if p.startswith(("in-tx", "committ", "wait"))) >= (
+        kills // 5
+    )
 
 
 def read_phase(path: Path) -> str:
@@ -433,10 +424,11 @@ def kill_at_phase(
     [name for name in CASES],
 )
 def test_kill_between_the_two_commits(
-    project: Path, env: dict[str, str], tmp_path: Path, case: str
+    store_project: Path, env: dict[str, str], tmp_path: Path, case: str
 ) -> None:
+    project = store_project
     setup, (killed_key, killed), expected, repairs = CASES[case]
-    project_db = project / ".smllm" / "state" / "smllm.db"
+    rows = StoreRows.of(project, env)
     user_db = Path(env["XDG_STATE_HOME"]) / "smllm" / "user.db"
     keys: dict[str, str] = {}
     for name in ("A", "B"):
@@ -459,12 +451,12 @@ def test_kill_between_the_two_commits(
         "script": [[keys[killed_key], killed[0], as_params(killed)]],
     }
     slow = {"seed": 0, "max_ms": 0, "user_begin_ms": 30_000, "phase": str(phase_file)}
-    before = Snapshot(project_db, user_db).history_count if project_db.exists() else 0
+    before = Snapshot(rows, user_db).history_count if rows.exists() else 0
     kill_at_phase(spec, slow, env, phase_file, "wait-begin:user")
 
-    integrity(project_db, cli=True)
+    store_sound(rows)
     integrity(user_db, cli=True)
-    snap = Snapshot(project_db, user_db)
+    snap = Snapshot(rows, user_db)
     snap.check_instances()
     # the killed call's instance write and its history record are there; its session write
     # and audit are not
@@ -480,24 +472,45 @@ def test_kill_between_the_two_commits(
         assert ran.err == "", ran.err
         assert ran.code == code, ran.out
         assert text.format(**keys) in ran.out, ran.out
-    snap = Snapshot(project_db, user_db)
+    snap = Snapshot(rows, user_db)
     snap.check_instances()
     for name in keys:
         assert snap.disagreements(keys[name]) in ([], ["stale holding"]), name
     assert snap.disagreements(keys[repairs[-1][0]]) == []
 
 
+#: where the kill lands → the schema version the store is left with. SQLite's first transaction
+#: is the migration, so a kill at any of these leaves no table; PostgreSQL makes its schema in a
+#: transaction of its own (begun implicitly: `in-tx`), then commits the first instance.
+LEFT_AT = {
+    "sqlite": {"wait-begin:instance": 0, "in-tx:instance": 0, "committing:instance": 0},
+    "postgres": {"wait-begin:instance": 1, "in-tx:instance": 0, "committing:instance": 1},
+}
+
+
 @pytest.mark.parametrize("stall", ["wait-begin:instance", "in-tx:instance", "committing:instance"])
 def test_kill_while_creating_the_store(
-    project: Path, env: dict[str, str], tmp_path: Path, stall: str
+    store_project: Path,
+    env: dict[str, str],
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    stall: str,
 ) -> None:
     """The first write of a project makes its store: a kill then leaves a store that opens."""
-    project_db = project / ".smllm" / "state" / "smllm.db"
+    project = store_project
+    if backend == "postgres":
+        # a database without smllm's schema, which the first write makes
+        url = fresh_database(request.getfixturevalue("pg_server"))
+        env["SMLLM_TEST_PG"] = url
+        monkeypatch.setenv("SMLLM_TEST_PG", url)
+    rows = StoreRows.of(project, env)
     user_db = Path(env["XDG_STATE_HOME"]) / "smllm" / "user.db"
     ran = smllm(["session", "new", "--json"], project, env)
     assert ran.code == 0, ran.err
     key = json.loads(ran.out)["session"]
-    assert not project_db.exists()
+    assert not rows.exists()
     phase_file = tmp_path / "phase"
     spec = {
         "project": str(project),
@@ -511,12 +524,13 @@ def test_kill_while_creating_the_store(
     slow = {"seed": 0, "max_ms": 0, "phase": str(phase_file), "stall": stall}
     kill_at_phase(spec, slow, env, phase_file, stall)
 
-    # the store was being made (its first transaction is the migration): it exists, opens,
-    # and holds no table yet
-    assert project_db.exists()
-    integrity(project_db, cli=True)
-    assert schema_version(project_db) == 0
-    assert Snapshot(project_db, user_db).instances == {}
+    # the store was being made: it opens, and holds no table yet (no table half made) or, on
+    # PostgreSQL past its schema's own transaction, the whole schema and no instance
+    if backend == "sqlite":
+        assert rows.path is not None and rows.path.exists()
+    store_sound(rows)
+    assert rows.schema_version() == LEFT_AT[backend][stall]
+    assert Snapshot(rows, user_db).instances == {}
     # a view, then the event again, through the real CLI
     ran = smllm(["session", "show", key], project, env)
     assert (ran.code, ran.err) == (0, ""), ran.out + ran.err
@@ -524,7 +538,8 @@ def test_kill_while_creating_the_store(
     ran = smllm(["fire", "--session", key, *ENTER], project, env)
     assert (ran.code, ran.err) == (0, ""), ran.out + ran.err
     assert "Arrived by: enter (new issue)" in ran.out
-    integrity(project_db, cli=True)
-    snap = Snapshot(project_db, user_db)
+    store_sound(rows)
+    assert rows.schema_version() == 1
+    snap = Snapshot(rows, user_db)
     snap.check_instances()
     assert snap.history_count == 1 and snap.disagreements(key) == []

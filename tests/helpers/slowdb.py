@@ -1,4 +1,5 @@
-"""A test-only hook that slows SQLite transactions down, in the helper process only.
+"""A test-only hook that slows SQLite and PostgreSQL transactions down, in the helper process
+only.
 
 `install_from_env()` reads `SMLLM_TEST_SLOWDB` (JSON) and, when it is set, makes every
 `sqlite3.connect` (and `_sqlite3.connect`, which smllm calls) in this process return a
@@ -13,7 +14,14 @@ a kill or a concurrent writer matters and reports where it is in a phase file:
 STORE is `user` for user.db and `instance` for any other database. Settings:
 `seed` (int), `max_ms` (each sleep is uniform in [0, max_ms]), `user_begin_ms` (an extra fixed
 sleep before the user store's `BEGIN`), `phase` (the phase file, or null), `stall` (a phase at
-which the process stops for a minute the first time it gets there, to be killed there).
+which the process stops for a minute the first time it gets there, to be killed there),
+`release` (a file: a stall ends as soon as it exists, so the test can act on the stalled
+process from outside and then let it go on).
+
+Where psycopg is installed, `psycopg.connect` (which smllm's PostgreSQL store calls) makes a
+`SlowPgConnection` with the same phases, STORE always `instance`: `wait-begin` before the
+explicit `BEGIN` of a commit, `in-tx` before each statement inside a transaction (also the one
+that makes smllm's schema, which begins implicitly), `committing`/`committed` around `COMMIT`.
 
 Nothing in src/ knows about this: the helpers install it before they import smllm's stores.
 """
@@ -33,6 +41,7 @@ PHASE_WIDTH = 40
 
 _phase_fd: int | None = None
 _stall: str | None = None
+_release: str | None = None
 
 
 def set_phase(text: str) -> None:
@@ -42,7 +51,9 @@ def set_phase(text: str) -> None:
         os.pwrite(_phase_fd, text.encode()[:PHASE_WIDTH].ljust(PHASE_WIDTH), 0)
     if _stall is not None and text == _stall:
         _stall = None
-        time.sleep(60)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not (_release and os.path.exists(_release)):
+            time.sleep(0.005)
 
 
 def read_phase(path: str) -> str:
@@ -88,9 +99,46 @@ class SlowConnection(sqlite3.Connection):
         return super().execute(sql, parameters)
 
 
+def _install_postgres(rng: random.Random, max_ms: float) -> None:
+    """Make `psycopg.connect` return connections that nap and report phases (see top)."""
+    try:
+        import psycopg
+    except ImportError:
+        return
+    from psycopg.pq import TransactionStatus
+
+    def nap() -> None:
+        if max_ms > 0:
+            time.sleep(rng.uniform(0, max_ms) / 1000)
+
+    class SlowPgConnection(psycopg.Connection[Any]):
+        def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+            text = query if isinstance(query, str) else ""
+            head = text.lstrip().split(None, 1)[0].upper() if text.strip() else ""
+            if head == "BEGIN":
+                set_phase("wait-begin:instance")
+                nap()
+                cur = super().execute(query, params, **kwargs)
+                set_phase("in-tx:instance")
+                return cur
+            if head == "COMMIT":
+                nap()
+                set_phase("committing:instance")
+                cur = super().execute(query, params, **kwargs)
+                set_phase("committed:instance")
+                return cur
+            if self.info.transaction_status == TransactionStatus.INTRANS:
+                set_phase("in-tx:instance")
+                if head in ("INSERT", "UPDATE", "DELETE", "CREATE"):
+                    nap()
+            return super().execute(query, params, **kwargs)
+
+    psycopg.connect = SlowPgConnection.connect  # type: ignore[assignment]
+
+
 def install_from_env() -> bool:
     """Install the hook when `SMLLM_TEST_SLOWDB` is set; True when installed."""
-    global _phase_fd, _stall
+    global _phase_fd, _stall, _release
     raw = os.environ.get(ENV)
     if not raw:
         return False
@@ -99,6 +147,7 @@ def install_from_env() -> bool:
     SlowConnection.max_ms = float(settings.get("max_ms", 0))
     SlowConnection.user_begin_ms = float(settings.get("user_begin_ms", 0))
     _stall = settings.get("stall")
+    _release = settings.get("release")
     phase = settings.get("phase")
     if phase:
         _phase_fd = os.open(phase, os.O_RDWR | os.O_CREAT, 0o644)
@@ -110,4 +159,5 @@ def install_from_env() -> bool:
     import _sqlite3
 
     _sqlite3.connect = slow
+    _install_postgres(random.Random(settings.get("seed", 0) + 1), SlowConnection.max_ms)
     return True

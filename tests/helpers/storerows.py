@@ -133,15 +133,16 @@ class StoreRows:
         return self._pg(text, (*args, self.namespace))
 
     def count(self) -> int:
-        """How many instance rows the store holds."""
+        """How many instance rows the store holds (0 before smllm made its tables)."""
+        if not self.exists():
+            return 0
         if self.path is not None:
-            if not self.exists():
-                return 0
-            n: int = self._sqlite("SELECT count(*) FROM instances")[0][0]
-            return n
-        n = self._pg(
-            "SELECT count(*) FROM smllm.instances WHERE namespace = %s", (self.namespace,)
-        )[0][0]
+            rows = self._sqlite("SELECT count(*) FROM instances")
+        else:
+            rows = self._pg(
+                "SELECT count(*) FROM smllm.instances WHERE namespace = %s", (self.namespace,)
+            )
+        n: int = rows[0][0]
         return n
 
     def history(self, instance_id: str) -> list[dict[str, Any]]:
@@ -179,6 +180,8 @@ class StoreRows:
         their tables as well."""
         if self.path is not None:
             return self._sqlite_integrity(cli)
+        if not self.exists():
+            return "ok"  # no table yet: nothing half made
         problems = []
         ns = (self.namespace,)
         if self._pg(
