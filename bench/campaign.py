@@ -201,7 +201,7 @@ def run_inproc(argv: list[str], stdin: str = "") -> tuple[int, str, str]:
 
     out, err = io.StringIO(), io.StringIO()
     saved_in = sys.stdin
-    sys.stdin = io.StringIO(stdin)
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8", "surrogateescape")))
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -467,7 +467,8 @@ def check_histories(instances: dict[str, Record], history: dict[str, list[Record
         if versions != list(range(1, len(h) + 1)):
             gaps = [v for a, v in zip(range(1, len(h) + 1), versions, strict=False) if a != v][:5]
             out.append(
-                f"{id_} ({inst.get('ref')}): history versions are not 1..{len(h)} (first off: {gaps})"
+                f"{id_} ({inst.get('ref')}): history versions are not 1..{len(h)} (first "
+                f"off: {gaps})"
             )
             continue
         if not h:
@@ -530,7 +531,8 @@ def check_calls(
                 )
                 out.append(
                     f"session {key}: {len(accepted)} accepted calls but {len(recs)} history "
-                    f"records; first difference at #{n}: call {accepted[n : n + 1]} record {recs[n : n + 1]}"
+                    f"records; first difference at #{n}: call {accepted[n : n + 1]} record "
+                    f"{recs[n : n + 1]}"
                 )
             continue
         # the records must be the accepted calls in order, with any of the maybe-landed ones
@@ -568,7 +570,7 @@ def check_replies(calls: list[Call], allowed: set[str]) -> tuple[Counter[str], l
     return kinds, bad[:20] + ([f"... and {len(bad) - 20} more"] if len(bad) > 20 else [])
 
 
-# -- the worker: one process, one session, firing in a loop -----------------------------------------
+# -- the worker: one process, one session, firing in a loop ----------------------------------------
 
 
 def worker(spec: dict[str, Any]) -> None:
@@ -582,7 +584,10 @@ def worker(spec: dict[str, Any]) -> None:
     import importlib
 
     os.chdir(spec["project"])
-    for module in ("smllm.api.app", "smllm.cli.commands", "smllm.cli.main", "smllm.engine.fire"):
+    modules = ["smllm.api.app", "smllm.cli.commands", "smllm.cli.main", "smllm.engine.fire"]
+    if os.environ.get(PG_ENV):
+        modules.append("psycopg")  # so that kills land in fires, not in this import
+    for module in modules:
         importlib.import_module(module)
     rng = random.Random(spec["seed"])
     key = spec.get("session")
@@ -704,12 +709,13 @@ def finish(procs: list[subprocess.Popen[bytes]], v: Verdict, limit: float = 600)
             v.fail(f"a worker exited {proc.returncode}: {err.decode()[-1500:]}")
 
 
-# -- load -------------------------------------------------------------------------------------------
+# -- load ------------------------------------------------------------------------------------------
 
 
 def load(world: World, size: Size, v: Verdict, backends: tuple[str, ...] = BACKENDS) -> None:
     heading(
-        f"load: {size.load_procs} processes x {size.load_fires} fires on {size.load_refs} shared issues"
+        f"load: {size.load_procs} processes x {size.load_fires} fires on {size.load_refs} "
+        f"shared issues"
     )
     for backend in backends:
         p = world.project(backend)
@@ -752,7 +758,8 @@ def load(world: World, size: Size, v: Verdict, backends: tuple[str, ...] = BACKE
         print(f"  [{backend}]")
         line(
             "calls",
-            f"{len(calls)} in {wall:.1f} s ({len(calls) / wall:.0f} fires/s), {accepted} accepted, {losers} refused",
+            f"{len(calls)} in {wall:.1f} s ({len(calls) / wall:.0f} fires/s), {accepted} "
+            f"accepted, {losers} refused",
         )
         line(
             "refusals",
@@ -760,7 +767,8 @@ def load(world: World, size: Size, v: Verdict, backends: tuple[str, ...] = BACKE
         )
         line(
             "store",
-            f"{len(snap.instances)} instances, {snap.records} history records, {snap.rows} rows read, {len(snap.torn)} torn; {sessions} sessions",
+            f"{len(snap.instances)} instances, {snap.records} history records, {snap.rows} "
+            f"rows read, {len(snap.torn)} torn; {sessions} sessions",
         )
         line(
             "history = accepted calls",
@@ -772,7 +780,7 @@ def load(world: World, size: Size, v: Verdict, backends: tuple[str, ...] = BACKE
         line("wall time (with set-up)", f"{time.monotonic() - began:.1f} s")
 
 
-# -- faults -----------------------------------------------------------------------------------------
+# -- faults ----------------------------------------------------------------------------------------
 
 
 def truth(snap: Snapshot, key: str) -> str | None:
@@ -816,10 +824,12 @@ def kill_run(world: World, backend: str, fires: int, v: Verdict, seed: int) -> N
         wait_ready([log], [proc])
         # most lives are cut after a few fires, at a random point of one
         took = [c["t1"] - c["t0"] for c in calls if "t1" in c]
-        time.sleep(rng.uniform(0.0, 4 * statistics.median(took) if took else 0.05))
+        window = 4 * statistics.median(took) if took else min(2.0, 0.05 * 2**life)
+        time.sleep(rng.uniform(0.0, window))
         if proc.poll() is not None:
             v.fail(
-                f"{where}: the worker stopped by itself: {proc.stderr.read().decode()[-1000:] if proc.stderr else ''}"
+                f"{where}: the worker stopped by itself: "
+                f"{proc.stderr.read().decode()[-1000:] if proc.stderr else ''}"
             )
         proc.kill()
         proc.communicate(timeout=30)
@@ -835,7 +845,8 @@ def kill_run(world: World, backend: str, fires: int, v: Verdict, seed: int) -> N
         extra = snap.records - last_records - accepted_now
         if not v.check(
             0 <= extra <= cut,
-            f"{where}: kill {kills}: {extra} records beside the {accepted_now} accepted calls ({cut} cut short)",
+            f"{where}: kill {kills}: {extra} records beside the {accepted_now} accepted "
+            f"calls ({cut} cut short)",
         ):
             break
         landed += extra
@@ -870,7 +881,8 @@ def kill_run(world: World, backend: str, fires: int, v: Verdict, seed: int) -> N
     print(f"  [{backend}] kill -9")
     line(
         "fires",
-        f"{len(calls) - killed_in_flight} returned + {killed_in_flight} cut short = {len(calls)}, {kills} kill -9, in {time.monotonic() - began:.1f} s",
+        f"{len(calls) - killed_in_flight} returned + {killed_in_flight} cut short = "
+        f"{len(calls)}, {kills} kill -9, in {time.monotonic() - began:.1f} s",
     )
     line("returned", ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()) if k != "killed"))
     line(
@@ -879,7 +891,8 @@ def kill_run(world: World, backend: str, fires: int, v: Verdict, seed: int) -> N
     )
     line(
         "store after every kill",
-        f"{len(snap.instances)} instances, {snap.records} history records, 0 gaps, {len(snap.torn)} torn"
+        f"{len(snap.instances)} instances, {snap.records} history records, 0 gaps, "
+        f"{len(snap.torn)} torn"
         if not v.violations
         else "see violations",
     )
@@ -948,7 +961,8 @@ def server_stops(world: World, stops: int, v: Verdict, seed: int) -> None:
     print(f"  [postgres] pg_ctl stop -m immediate x {stops}, then start")
     line(
         "calls",
-        f"{len(calls)} in {time.monotonic() - began:.1f} s; outages {', '.join(f'{o:.1f}' for o in outages)} s",
+        f"{len(calls)} in {time.monotonic() - began:.1f} s; outages "
+        f"{', '.join(f'{o:.1f}' for o in outages)} s",
     )
     line("replies", ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     line("store errors (exit 2) took", ms_stats(errors))
@@ -960,14 +974,15 @@ def server_stops(world: World, stops: int, v: Verdict, seed: int) -> None:
 
 def faults(world: World, size: Size, v: Verdict) -> None:
     heading(
-        f"faults: kill -9 in {size.kill_fires_sqlite} fires (SQLite), {size.kill_fires_pg} (PostgreSQL); server stops x {size.pg_stops}"
+        f"faults: kill -9 in {size.kill_fires_sqlite} fires (SQLite), {size.kill_fires_pg} "
+        f"(PostgreSQL); server stops x {size.pg_stops}"
     )
     kill_run(world, "sqlite", size.kill_fires_sqlite, v, 20261)
     kill_run(world, "postgres", size.kill_fires_pg, v, 20262)
     server_stops(world, size.pg_stops, v, 20263)
 
 
-# -- hostile input ----------------------------------------------------------------------------------
+# -- hostile input ---------------------------------------------------------------------------------
 
 #: words a fuzzed `fire` is made of
 FIRE_EVENTS = (
@@ -1003,12 +1018,14 @@ PARAM_NAMES = (
     "x" * 300,
 )
 PARAM_VALUES = (
-    "dev", "GH-1", "GH-2", "GH-999999999999999999999", "small", "large", "PLAN", "WORK", "DONE", "", " ", "=",
-    '{"a": 1}', "[1]", "1e400", "null", "true", "-1", "x\ny", "\r", "\x00", "\x85", "\u2028", "é", "日本語",
+    "dev", "GH-1", "GH-2", "GH-999999999999999999999", "small", "large", "PLAN", "WORK", "DONE",
+    "", " ", "=", '{"a": 1}', "[1]", "1e400", "null", "true", "-1", "x\ny", "\r", "\x00", "\x85",
+    "\u2028", "é", "日本語",
     "</smllm>", "GH-1\n", "x" * 100_000, '"GH-1"', "\ud800", "\udcff",
 )  # fmt: skip
 PARAMS_JSON = (
-    "{}", "[]", "null", "1", '"x"', "{", '{"stateMachine": "dev", "issueId": "GH-1"}', '{"size": "small"}',
+    "{}", "[]", "null", "1", '"x"', "{", '{"stateMachine": "dev", "issueId": "GH-1"}',
+    '{"size": "small"}',
     '{"size": ["small"]}', '{"note": null}', '{"a": ' * 200 + "1" + "}" * 200, '{"x": 1e999}',
     '{"stateMachine": "dev", "stateMachine": "dev"}', "\ufeff{}", '{"\\ud800": 1}', "-", "",
 )  # fmt: skip
@@ -1021,7 +1038,6 @@ def fire_argvs(keys: list[str]) -> Any:
     text = st.text(max_size=20)
     value = st.sampled_from(PARAM_VALUES) | text
     name = st.sampled_from(PARAM_NAMES) | text
-    param = st.tuples(name, value).map(lambda nv: f"{nv[0]}={nv[1]}") | value
     json_value = st.recursive(
         st.none() | st.booleans() | st.integers() | st.floats() | text,
         lambda inner: (
@@ -1057,13 +1073,11 @@ def fire_argvs(keys: list[str]) -> Any:
         argv: list[str] = []
         if draw(st.booleans()):
             argv += ["--session", draw(session)]
-        argv.append(draw(st.sampled_from(FIRE_EVENTS) | text))
-        for p in draw(st.lists(param, max_size=4)):
-            argv += (
-                [draw(st.sampled_from(["--param", "--param"])), p]
-                if draw(st.integers(0, 9))
-                else [f"--param={p}"]
-            )
+        argv.append(draw(st.sampled_from(FIRE_EVENTS)) if draw(st.integers(0, 4)) else draw(text))
+        for _ in range(draw(st.integers(0, 4))):
+            # mostly NAME=VALUE; one in ten a bare word
+            p = draw(value) if draw(st.integers(0, 9)) == 0 else f"{draw(name)}={draw(value)}"
+            argv += ["--param", p] if draw(st.integers(0, 9)) else [f"--param={p}"]
         stdin = ""
         if draw(st.integers(0, 3)) == 0:
             pj = draw(params_json)
@@ -1073,9 +1087,9 @@ def fire_argvs(keys: list[str]) -> Any:
         for flag in ("--json", "--host"):
             if draw(st.integers(0, 3)) == 0:
                 argv.append(flag)
-        for _ in range(draw(st.integers(0, 2)) if draw(st.integers(0, 4)) == 0 else 0):
+        for _ in range(draw(st.integers(1, 2)) if draw(st.integers(0, 9)) == 0 else 0):
             argv.insert(draw(st.integers(0, len(argv))), draw(extra))
-        if draw(st.integers(0, 4)) != 0:
+        if draw(st.integers(0, 19)) != 0:
             argv.insert(0, "fire")  # mostly a fire; sometimes the words without it
         return argv, stdin
 
@@ -1269,7 +1283,7 @@ def fuzz_machines(world: World, cases: int, samples: int, v: Verdict) -> None:
         n += 1
         try:
             result = fuzz_property.check_source(source, path, limit=10)
-        except Exception as exc:  # noqa: BLE001 - every failure is a finding of the campaign
+        except Exception as exc:  # every failure is a finding of the campaign
             v.fail(f"{where}: {how}: {fuzz_property.describe(exc)[:300]} for {source[:200]!r}")
             return
         errors = sum(f.level == "error" for f in result.findings)
@@ -1306,14 +1320,15 @@ def fuzz_machines(world: World, cases: int, samples: int, v: Verdict) -> None:
 
 def fuzz(world: World, size: Size, v: Verdict) -> None:
     heading(
-        f"fuzz: {size.fuzz_machines} machine files, {size.fuzz_fires} fire argument sets per backend (not derandomized)"
+        f"fuzz: {size.fuzz_machines} machine files, {size.fuzz_fires} fire argument sets "
+        f"per backend (not derandomized)"
     )
     fuzz_machines(world, size.fuzz_machines, size.fuzz_samples, v)
     for backend in BACKENDS:
         fuzz_fires(world.project(backend), size.fuzz_fires, size.fuzz_samples, v)
 
 
-# -- two hosts --------------------------------------------------------------------------------------
+# -- two hosts -------------------------------------------------------------------------------------
 
 NET = "10.231.0"
 
@@ -1379,7 +1394,8 @@ def twohosts(world: World, size: Size, v: Verdict) -> None:
     from helpers.pgserver import PgServer
 
     heading(
-        f"two hosts: network namespaces, the server on host A, {size.hosts_procs} processes per host"
+        f"two hosts: network namespaces, the server on host A, {size.hosts_procs} processes "
+        f"per host"
     )
     if os.geteuid() != 0 or shutil.which("ip") is None:
         v.fail("two hosts: needs root and `ip` (iproute2) for network namespaces")
@@ -1391,7 +1407,8 @@ def twohosts(world: World, size: Size, v: Verdict) -> None:
         net.make()
         line(
             "namespaces",
-            f"{net.ns[0]} ({net.addr[0]}, the server) and {net.ns[1]} ({net.addr[1]}), veth {net.veth[0]}/{net.veth[1]}",
+            f"{net.ns[0]} ({net.addr[0]}, the server) and {net.ns[1]} ({net.addr[1]}), veth "
+            f"{net.veth[0]}/{net.veth[1]}",
         )
         t0 = time.monotonic()
         server = PgServer.start(world.root / "pg-netns", listen=net.addr[0], prefix=net.exec(0))
@@ -1460,10 +1477,12 @@ def twohosts(world: World, size: Size, v: Verdict) -> None:
         )
         line(
             "store",
-            f"{len(snap.instances)} instances, {snap.records} history records = {kinds['ok']} accepted, {len(snap.torn)} torn",
+            f"{len(snap.instances)} instances, {snap.records} history records = "
+            f"{kinds['ok']} accepted, {len(snap.torn)} torn",
         )
-        link_cut(world, net, hosts, reader, refs, size, v)
-    except Exception as exc:  # noqa: BLE001 - reported as a violation, cleaned up below
+        link_cut(world, net, hosts, reader, refs, size, v, calls)
+        stranded(net, hosts, reader, v)
+    except Exception as exc:  # reported as a violation, cleaned up below
         v.fail(f"two hosts: {type(exc).__name__}: {exc}")
     finally:
         if server is not None:
@@ -1492,6 +1511,7 @@ def link_cut(
     refs: list[str],
     size: Size,
     v: Verdict,
+    before: list[Call],
 ) -> None:
     """Workers on both hosts; B's end of the veth pair set down mid-run for a while, then up."""
     where = "two hosts/link cut"
@@ -1532,7 +1552,7 @@ def link_cut(
     v.extend(snap.torn, f"{where}: torn")
     v.extend(check_histories(snap.instances, snap.history), where)
     v.extend(
-        check_calls(calls, snap, extra_ok=lambda c: c["k"] == "unknown-commit"),
+        check_calls(before + calls, snap, extra_ok=lambda c: c["k"] == "unknown-commit"),
         f"{where}: lost update",
     )
     kinds, bad = check_replies(
@@ -1551,7 +1571,7 @@ def link_cut(
     busy = [c for c in calls if c["k"] == "busy"]
     # no damage: a fresh process on B fires and is answered
     code, out, err = run_cli(
-        enter_argv(read_log(logs[-1])[1][0], "GH-9"),
+        ["fire", "enter", "--param", f"stateMachine={MACHINE}", "--param", "issueId=GH-9"],
         hosts[1].folder,
         hosts[1].env,
         prefix=net.exec(1),
@@ -1564,7 +1584,9 @@ def link_cut(
     line("calls", f"{len(calls)}: " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
     line(
         "B's store errors (exit 2)",
-        f"{len(b_errors)}, each within {max((c['t1'] - c['t0'] for c in b_errors), default=0):.1f} s; {ms_stats([(c['t1'] - c['t0']) * 1000 for c in b_errors])}",
+        f"{len(b_errors)}, each within "
+        f"{max((c['t1'] - c['t0'] for c in b_errors), default=0):.1f} s; "
+        + ms_stats([(c["t1"] - c["t0"]) * 1000 for c in b_errors]),
     )
     for m, n in messages.most_common(4):
         line("", f"{n} x {m}")
@@ -1576,7 +1598,95 @@ def link_cut(
     )
 
 
-# -- main -------------------------------------------------------------------------------------------
+STRANDED = """
+import os, sys, time
+from smllm.store.postgres import PostgresStore
+store = PostgresStore(os.environ[sys.argv[1]], sys.argv[2])
+conn = store._open()  # smllm's own connection, with its session settings
+conn.execute("BEGIN")
+conn.execute(
+    "UPDATE smllm.instances SET updated = updated WHERE namespace = %s AND ref = %s",
+    (sys.argv[2], sys.argv[3]),
+)
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def stranded(net: Net, hosts: list[Project], reader: Project, v: Verdict) -> None:
+    """A commit cut off between its UPDATE and its COMMIT: B's process holds the row lock of
+    an instance (smllm's connection, mid-transaction) when its link goes down, and dies. Once
+    the link is back, host A must be able to write that instance again, soon (the server must
+    not keep the dead client's transaction, and its lock, open for hours)."""
+    import psycopg
+
+    where = "two hosts/stranded commit"
+    b = hosts[1]
+    ref = "GH-1"
+    proc = subprocess.Popen(
+        [*net.exec(1), sys.executable, "-c", STRANDED, PG_ENV, b.namespace, ref],
+        env=b.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "locked":
+            v.fail(f"{where}: the probe didn't start: {proc.communicate(timeout=30)[1][-1000:]}")
+            return
+        net.link(1, up=False)
+        time.sleep(1.0)
+        proc.kill()
+        proc.communicate(timeout=30)
+        # host B goes away for good (power lost): its kernel forgets the connection, and the
+        # FIN or RST it would send never reaches the server
+        subprocess.run(
+            [*net.exec(1), "ss", "-K", "dst", net.addr[0]], capture_output=True, timeout=30
+        )
+        time.sleep(1.0)
+    finally:
+        net.link(1, up=True)
+        if proc.poll() is None:
+            proc.kill()
+    back = time.monotonic()
+    a = hosts[0]
+    code, out, err = run_cli(["session", "new", "--json"], a.folder, a.env, prefix=net.exec(0))
+    key = json.loads(out)["session"]
+    tries: Counter[str] = Counter()
+    took = None
+    while time.monotonic() - back < 40:
+        code, out, err = run_cli(enter_argv(key, ref), a.folder, a.env, prefix=net.exec(0))
+        kind = classify(code, out, err)
+        tries[kind] += 1
+        if code == 0:
+            took = time.monotonic() - back
+            break
+        if kind not in ("busy", "lost", "moved", "status"):
+            v.fail(f"{where}: A's enter: exit {code} {first_error(out, err)}")
+            break
+        time.sleep(0.5)
+    with psycopg.connect(reader.url) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'smllm' "
+            "AND state = 'idle in transaction'"
+        ).fetchone()
+    v.check(
+        took is not None and took <= 20,
+        f"{where}: host A couldn't write {ref} for {time.monotonic() - back:.0f} s after the link "
+        f"came back ({dict(tries)}): the dead client's transaction still holds its row lock",
+    )
+    print("  [postgres] a commit cut between its UPDATE and its COMMIT, the client killed")
+    line(
+        "A writes the instance again",
+        (f"after {took:.1f} s" if took is not None else "never (40 s)")
+        + " once the link is up: "
+        + ", ".join(f"{k} {n}" for k, n in sorted(tries.items())),
+    )
+    line("transactions left idle on the server", str(left[0] if left else "?"))
+
+
+# -- main ------------------------------------------------------------------------------------------
 
 COMMANDS: dict[str, Callable[[World, Size, Verdict], None]] = {
     "load": load,
@@ -1596,8 +1706,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="the CI size")
     ap.add_argument("--dir", default=None, help="make the temp folder here (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
+    ap.add_argument("--fuzz-cases", type=int, default=None, help="fuzz cases of each kind")
     args = ap.parse_args(args_in)
     size = QUICK if args.quick else FULL
+    if args.fuzz_cases:
+        size = size._replace(fuzz_machines=args.fuzz_cases, fuzz_fires=args.fuzz_cases)
     began = time.monotonic()
     print(f"smllm reliability campaign: {args.command}" + (" (--quick)" if args.quick else ""))
     root = Path(tempfile.mkdtemp(prefix="smllm-campaign-", dir=args.dir))

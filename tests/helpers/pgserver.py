@@ -70,9 +70,7 @@ class PgServer:
         return [*self.prefix, *args]
 
     def run(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            self._cmd(args), capture_output=True, text=True, timeout=120, cwd="/"
-        )
+        proc = subprocess.run(self._cmd(args), capture_output=True, text=True, timeout=120, cwd="/")
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
         return proc
@@ -154,7 +152,8 @@ class PgServer:
     def socket_url(self, database: str = DATABASE) -> str:
         """A URL through the server's Unix socket (local connections are trusted): reaches a
         server in another network namespace too."""
-        return f"postgresql://{USER}@/{database}?host={quote(str(self.root), safe='')}&port={self.port}"
+        host = quote(str(self.root), safe="")
+        return f"postgresql://{USER}@/{database}?host={host}&port={self.port}"
 
     def url(self, database: str = DATABASE, password: str = PASSWORD, host: str = "") -> str:
         return (
