@@ -1,5 +1,7 @@
 """validate's INS rules: saved instances checked against the machines as they are now
-(validation.md §2.6), on stores filled by the real CLI and then edited as a user would."""
+(validation.md §2.6), on stores filled by the real CLI and then edited as a user would; on both
+instance-store backends (conftest's `store_project`, tests/helpers/storerows.py), except where
+a test damages the SQLite file itself."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from conftest import smllm
+from helpers.storerows import StoreRows, fresh_database
 
 DEV = Path(".smllm") / "dev.smllm.yaml"
 STORE = Path(".smllm") / "state" / "smllm.db"
@@ -38,31 +42,33 @@ def _two_paused(project: Path, env: dict[str, str]) -> None:
         fire(last)
 
 
-def _rows(project: Path) -> dict[str, dict[str, Any]]:
-    with sqlite3.connect(project / STORE) as db:
-        rows = db.execute("SELECT data FROM instances").fetchall()
-    return {d["ref"]: d for d in (json.loads(r[0]) for r in rows)}
+def _rows(project: Path, env: dict[str, str]) -> dict[str, dict[str, Any]]:
+    return {d["ref"]: d for d in StoreRows.of(project, env).instance_rows()}
 
 
-def _put(project: Path, row_id: str, machine: str, data: str, status: str = "paused") -> None:
-    db = sqlite3.connect(project / STORE)
-    with db:
-        db.execute(
-            "INSERT OR REPLACE INTO instances (id, machine, ref, status, updated, version, data)"
-            " VALUES (?, ?, NULL, ?, '2026-01-01T00:00:00.000000Z', 1, ?)",
-            (row_id, machine, status, data),
-        )
-    db.close()
-
-
-def test_nothing_to_report_and_nothing_created(project: Path, env: dict[str, str]) -> None:
+def test_nothing_to_report_and_nothing_created(
+    store_project: Path,
+    env: dict[str, str],
+    backend: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = store_project
+    if backend == "postgres":
+        # a database without smllm's schema
+        url = fresh_database(request.getfixturevalue("pg_server"))
+        env["SMLLM_TEST_PG"] = url
+        monkeypatch.setenv("SMLLM_TEST_PG", url)
     assert _ins(project, env) == (0, [])
-    assert not (project / ".smllm" / "state").exists()  # validate never creates a store
+    # validate never creates a store
+    assert not (project / ".smllm" / "state").exists()
+    assert not StoreRows.of(project, env).exists()
     _two_paused(project, env)
     assert _ins(project, env, "--info") == (0, [])
 
 
-def test_a_state_renamed_and_a_pattern_narrowed(project: Path, env: dict[str, str]) -> None:
+def test_a_state_renamed_and_a_pattern_narrowed(store_project: Path, env: dict[str, str]) -> None:
+    project = store_project
     _two_paused(project, env)
     dev = project / DEV
     text = dev.read_text().replace("WORK", "BUILD").replace("^GH-[0-9]+$", "^GH-[02-9]$")
@@ -100,9 +106,10 @@ def test_a_state_renamed_and_a_pattern_narrowed(project: Path, env: dict[str, st
     assert smllm(["validate", "--warnings"], project, env).code == 1
 
 
-def test_a_machine_with_errors_is_not_checked(project: Path, env: dict[str, str]) -> None:
+def test_a_machine_with_errors_is_not_checked(store_project: Path, env: dict[str, str]) -> None:
     """validation.md §1: INS rules run only on machines without errors; a broken file's
     instances are neither checked nor counted as not configured (INS-3)."""
+    project = store_project
     _two_paused(project, env)
     dev = project / DEV
     dev.write_text(dev.read_text().replace("initial: PLAN", "initial: PLN").replace("WORK", "X"))
@@ -110,18 +117,20 @@ def test_a_machine_with_errors_is_not_checked(project: Path, env: dict[str, str]
 
 
 def test_detour_return_unreadable_records_and_lost_machines(
-    project: Path, env: dict[str, str]
+    store_project: Path, env: dict[str, str]
 ) -> None:
+    project = store_project
     _two_paused(project, env)
-    gh1 = _rows(project)["GH-1"]
-    _put(project, gh1["id"], "dev", json.dumps({**gh1, "resumeState": "GONE"}))
-    _put(project, "i-broken", "dev", '{"id": "i-broken", ')
+    rows = StoreRows.of(project, env)
+    gh1 = _rows(project, env)["GH-1"]
+    rows.put(gh1["id"], "dev", json.dumps({**gh1, "resumeState": "GONE"}))
+    rows.put("i-broken", "dev", '{"id": "i-broken", ')
     newer = {**gh1, "id": "i-newer", "ref": None, "status": "archived"}
-    _put(project, "i-newer", "dev", json.dumps(newer))
+    rows.put("i-newer", "dev", json.dumps(newer))
     for n in range(2):
         old = {**gh1, "id": f"i-old{n}", "machine": "old", "ref": None}
-        _put(project, f"i-old{n}", "old", json.dumps(old))
-    _put(project, "i-old9", "old", json.dumps({**old, "status": "completed"}), "completed")
+        rows.put(f"i-old{n}", "old", json.dumps(old))
+    rows.put("i-old9", "old", json.dumps({**old, "status": "completed"}), "completed")
     code, found = _ins(project, env, "--info")
     assert code == 0
     config = str(Path(".smllm") / "config.toml")
@@ -152,6 +161,8 @@ def test_detour_return_unreadable_records_and_lost_machines(
 
 
 def test_a_store_that_cannot_be_opened(project: Path, env: dict[str, str]) -> None:
+    """SQLite's file damaged or from a newer smllm (PostgreSQL's unreachable store and newer
+    schema: tests/test_store_postgres.py)."""
     _two_paused(project, env)
     for wal in project.glob(".smllm/state/smllm.db-*"):
         wal.unlink()
