@@ -1,14 +1,18 @@
 """The SQLite store's contract asserted exactly, written to kill mutants that scripts/mutation
 found surviving in src/smllm/store/ (issue 12 §4): record checks, every query's filter and
-order, all-or-nothing commits, and how a store is created, read and refused."""
+order, all-or-nothing commits, and how a store is created, read and refused. The instance
+store's part runs on both backends (`istore`: SQLite, and a namespace of the real PostgreSQL
+test server), with the same expectations."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from smllm.engine.records import (
@@ -21,7 +25,8 @@ from smllm.engine.records import (
     SessionWrite,
 )
 from smllm.errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
-from smllm.store.base import SavedRow, read_instance
+from smllm.store.base import InstanceStore, SavedRow, read_instance
+from smllm.store.postgres import PostgresStore
 from smllm.store.sqlite import SqliteStore
 from smllm.store.user import state_home, user_store
 
@@ -61,6 +66,40 @@ def store(tmp_path: Path) -> SqliteStore:
 def raw(store: SqliteStore, sql: str, args: tuple[Any, ...] = ()) -> None:
     with sqlite3.connect(store.path) as conn:
         conn.execute(sql, args)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def istore(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[InstanceStore]:
+    """An empty instance store on each backend."""
+    store: InstanceStore
+    if request.param == "sqlite":
+        store = SqliteStore(str(tmp_path / "s" / "store.db"))
+    else:
+        url = request.getfixturevalue("pg_url")
+        store = PostgresStore(url, request.getfixturevalue("pg_namespace"))
+    yield store
+    store.close()
+
+
+def set_column(store: InstanceStore, id: str, column: str, value: str) -> None:
+    """Damage instance row ID behind the store's back, as a user editing it would."""
+    if isinstance(store, SqliteStore):
+        raw(store, f"UPDATE instances SET {column} = ? WHERE id = ?", (value, id))
+        return
+    assert isinstance(store, PostgresStore)
+    with psycopg.connect(store.url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE smllm.instances SET {column} = %s WHERE namespace = %s AND id = %s",
+            (value, store.namespace, id),
+        )
+
+
+def idle(store: InstanceStore) -> bool:
+    """No transaction left open on the store's connection."""
+    if isinstance(store, SqliteStore):
+        return store._conn is not None and not store._conn.in_transaction
+    assert isinstance(store, PostgresStore) and store._conn is not None
+    return store._conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
 
 
 # --- base.read_instance -----------------------------------------------------------------------
@@ -207,7 +246,8 @@ def test_a_write_waits_for_the_lock_then_is_busy(store: SqliteStore, monkeypatch
 # --- instances --------------------------------------------------------------------------------
 
 
-def test_instance_find_and_taken(store: SqliteStore) -> None:
+def test_instance_find_and_taken(istore: InstanceStore) -> None:
+    store = istore
     a = inst("a")
     store.commit_instances([new(a), new(inst("b", ref=None, machine="ops"))])
     assert store.instance("dev", "a") == a
@@ -219,7 +259,8 @@ def test_instance_find_and_taken(store: SqliteStore) -> None:
     assert store.history("dev", "a") == [hist(a)]
 
 
-def test_commits_update_conflict_and_ref_taken(store: SqliteStore) -> None:
+def test_commits_update_conflict_and_ref_taken(istore: InstanceStore) -> None:
+    store = istore
     a = inst("a")
     store.commit_instances([new(a)])
     moved = a._replace(version=2, state="WORK", ref="R-new", status="paused")
@@ -243,17 +284,19 @@ def test_commits_update_conflict_and_ref_taken(store: SqliteStore) -> None:
     assert [h.event for h in store.history("dev", "a")] == ["enter", "go"]
 
 
-def test_a_commit_is_all_or_nothing(store: SqliteStore) -> None:
+def test_a_commit_is_all_or_nothing(istore: InstanceStore) -> None:
+    store = istore
     store.commit_instances([new(inst("a"))])
     with pytest.raises(StoreConflict):
         store.commit_instances(
             [new(inst("b")), InstanceWrite(inst("a", version=5), 4, hist(inst("a")))]
         )
     assert store.instance("dev", "b") is None and store.history("dev", "b") == []
-    assert store._conn is not None and not store._conn.in_transaction
+    assert idle(store)
 
 
-def test_paused_order_limit_and_damaged_rows(store: SqliteStore) -> None:
+def test_paused_order_limit_and_damaged_rows(istore: InstanceStore) -> None:
+    store = istore
     p = {"status": "paused", "holder": None}
     rows = [
         inst("a", 1, **p),
@@ -269,20 +312,21 @@ def test_paused_order_limit_and_damaged_rows(store: SqliteStore) -> None:
     found, count = store.paused(["dev", "ops"], 2)
     assert [i.id for i in found] == ["c", "d"] and count == 4
     assert store.paused([], None) == ([], 0)
-    raw(store, "UPDATE instances SET data = '{}' WHERE id = 'd'")
+    set_column(store, "d", "data", "{}")
     found, count = store.paused(["dev", "ops"], 2)
     assert [i.id for i in found] == ["c"] and count == 3
     assert [r.id for r in store.saved() if r.problem] == ["d"]
-    raw(store, "UPDATE instances SET updated = '9' WHERE id = 'd'")  # damaged, and listed first
+    set_column(store, "d", "updated", "9")  # damaged, and listed first
     assert [i.id for i in store.paused(["dev", "ops"], None)[0]] == ["c", "b", "a"]
     assert store.saved()[0] == SavedRow("a", "dev", rows[0], None)
     assert store.saved()[3] == SavedRow("d", "dev", None, "missing id")
     with pytest.raises(StoreError) as caught:
         store.instance("dev", "d")
-    assert str(caught.value) == f"{store.path}: a saved instance can't be read (missing id)"
+    assert str(caught.value) == f"{store.name}: a saved instance can't be read (missing id)"
 
 
-def test_instances_filters_and_held_by(store: SqliteStore) -> None:
+def test_instances_filters_and_held_by(istore: InstanceStore) -> None:
+    store = istore
     rows = [
         inst("a", 1),
         inst("b", 2, status="interrupted"),
