@@ -27,6 +27,7 @@ import psycopg
 import pytest
 from conftest import ROOT, Ran, enter_args, smllm, use_postgres
 from helpers.pgserver import PASSWORD, free_port
+from helpers.slowdb import read_phase
 from helpers.storerows import StoreRows, fresh_database
 
 from smllm.cli.demo import copy_example
@@ -486,7 +487,7 @@ def test_a_connection_dropped_during_a_commit(
     )
     try:
         deadline = time.monotonic() + 60
-        while phase.read_bytes().strip() != b"committing:instance" if phase.exists() else True:
+        while read_phase(str(phase)) != "committing:instance":
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.01)
