@@ -7,6 +7,7 @@ config being touched. Real `smllm` processes sharing one cache folder.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import smllm
@@ -158,3 +159,21 @@ def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, s
     cache._MEMO.clear()
     assert cache.load_cached((config,)).machines == {}
     cache._MEMO.clear()
+
+
+def test_the_cache_is_the_owners_alone(project: Path, env: dict[str, str]) -> None:
+    """A config's `[state] url` may carry a password, which the compiled cache keeps: the
+    cache file is readable by its owner only, whatever the umask."""
+    from smllm.machine.configs import cache
+
+    config = project / ".smllm" / "config.toml"
+    config.write_text(config.read_text() + '[state]\nurl = "postgresql://u:hunter2@db/x"\n')
+    cache._MEMO.clear()
+    old = os.umask(0o022)
+    try:
+        cache.load_cached((str(config),))
+    finally:
+        os.umask(old)
+    (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
+    assert b"hunter2" in path.read_bytes()  # the test reads the file that holds it
+    assert path.stat().st_mode & 0o777 == 0o600

@@ -136,7 +136,8 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
         tmp = f"{path}.{os.getpid()}.tmp"
         import pickle
 
-        with open(tmp, "wb") as f:
+        # the owner's alone: a config's `[state] url` may carry a database password
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
             pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, path)
     except OSError:
