@@ -24,6 +24,7 @@ from property_world import (
     VIEW,
     Inst,
     Peek,
+    PgTarget,
     Scenario,
     Step,
     View,
@@ -52,21 +53,26 @@ class Played(NamedTuple):
 
 
 class Player:
-    def __init__(self, root: Path, case: str, scenario: Scenario, check: bool) -> None:
+    def __init__(
+        self, root: Path, case: str, scenario: Scenario, check: bool, pg: PgTarget | None = None
+    ) -> None:
         self.root = root
         self.case = case
         self.scenario = scenario
         self.check = check
+        self.pg = pg
         self.machines = machines_of(case)
-        self.project = build_project(root, case)
+        self.project = build_project(root, case, pg)
         self.host = ScriptedHost(scenario.seed, step=timedelta(seconds=scenario.tick))
         self.app = App(cwd=str(self.project), host=self.host)
         self.keys: list[str] = []
         self.who = 0  # the session index of the latest call, for SAME
         self.replies: list[str] = []
         self.snapshots: list[str] = []
-        # the user store (engine.md §10) and the config's default `[state] dir`
-        self.peek = Peek(root, (root / "xdg-state" / "smllm", self.project / ".smllm" / "state"))
+        # the user store (engine.md §10) and the config's default `[state] dir`, or PG's rows
+        self.peek = Peek(
+            root, (root / "xdg-state" / "smllm", self.project / ".smllm" / "state"), pg
+        )
         self.last = self.peek.snapshot()
         self.previous = self.last
         self._view_last: View | None = None
@@ -286,7 +292,7 @@ class Player:
             files = files[1:]
         else:
             self.configured.add(first)
-        write_config(self.project, files)
+        write_config(self.project, files, self.pg)
         self.record(f"{CONFIG} {sorted(self.configured)}")
         if self.check:
             assert rows(self.previous) == rows(self.last)
@@ -567,14 +573,19 @@ class Player:
         assert set(self.seen) <= set(v.instances), f"{call}: an instance was deleted"
 
 
-def play(base: Path, case: str, scenario: Scenario, check: bool) -> Played:
+def play(
+    base: Path, case: str, scenario: Scenario, check: bool, pg: PgTarget | None = None
+) -> Played:
+    """Play `scenario` in `base` (with its instance store in PG's namespace, when given)."""
     base.mkdir()
-    with environment(base):
-        player = Player(base, case, scenario, check)
+    with environment(base, pg):
+        player = Player(base, case, scenario, check, pg)
         try:
             return player.play()
         finally:
             player.peek.close()
+            for store in player.app.opened.values():  # the server's connections are counted
+                store.close()
 
 
 def _digest(reply: Reply) -> str:

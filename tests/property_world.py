@@ -1,5 +1,6 @@
 """The world of the engine property tests (test_properties.py): the machine sets, the scenario
-strategy, and the stores read directly with sqlite3."""
+strategy, and the stores read directly: SQLite with sqlite3, a PostgreSQL instance store (one
+namespace of the test server) with psycopg."""
 
 from __future__ import annotations
 
@@ -55,6 +56,13 @@ CLEANED_SLOT = ("the interrupted instance is no longer interrupted", " moved to 
 #: SQLite syncs every commit (engine.md §10); a tmpfs keeps that cheap where there is one.
 SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 EXAMPLES = int(os.environ.get("SMLLM_PROPERTY_EXAMPLES", "100"))
+#: examples per case with the instance store on PostgreSQL (each plays its scenario three times)
+PG_EXAMPLES = int(os.environ.get("SMLLM_PROPERTY_PG_EXAMPLES", "20"))
+#: the variable a PostgreSQL project's config names (`[state] url-env`), so no file holds the
+#: test server's password
+PG_ENV = "SMLLM_TEST_PG"
+#: the snapshot's name for the PostgreSQL namespace's rows (SQLite's are named by file)
+PG_KEY = "postgres"
 #: conftest.BOUNDED's phases: shrinking replays whole scenarios and can take many minutes, so
 #: it is off unless SMLLM_PROPERTY_SHRINK=1 (or SMLLM_SHRINK=1) asks for it; no explaining.
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate) + (
@@ -62,6 +70,13 @@ PHASES = (Phase.explicit, Phase.reuse, Phase.generate) + (
     if os.environ.get("SMLLM_PROPERTY_SHRINK") or os.environ.get("SMLLM_SHRINK")
     else ()
 )
+
+
+class PgTarget(NamedTuple):
+    """A namespace of the test server: where a project's config puts its instance store."""
+
+    url: str
+    namespace: str
 
 
 class Inst(NamedTuple):
@@ -94,8 +109,9 @@ VALUES: dict[str, tuple[tuple[Any, ...], tuple[Any, ...]]] = {
 # -- the machines ------------------------------------------------------------------------------
 
 
-def build_project(root: Path, case: str) -> Path:
-    """root/project/.smllm holding the case's machines and a config listing them."""
+def build_project(root: Path, case: str, pg: PgTarget | None = None) -> Path:
+    """root/project/.smllm holding the case's machines and a config listing them (with its
+    instance store in PG's namespace, when given)."""
     project = root / "project"
     smllm_dir = project / ".smllm"
     smllm_dir.mkdir(parents=True)
@@ -104,23 +120,25 @@ def build_project(root: Path, case: str) -> Path:
             shutil.copytree(source, smllm_dir / source.name)
         else:
             shutil.copy(source, smllm_dir / name)
-    write_config(project, [name for _, name in CASES[case]])
+    write_config(project, [name for _, name in CASES[case]], pg)
     return project
 
 
-def write_config(project: Path, files: list[str]) -> None:
+def write_config(project: Path, files: list[str], pg: PgTarget | None = None) -> None:
     listed = ", ".join(f'"{name}"' for name in files)
-    (project / ".smllm" / "config.toml").write_text(f"[machines]\nfiles = [{listed}]\n")
+    state = f'\n[state]\nurl-env = "{PG_ENV}"\nnamespace = "{pg.namespace}"\n' if pg else ""
+    (project / ".smllm" / "config.toml").write_text(f"[machines]\nfiles = [{listed}]\n{state}")
 
 
 @contextmanager
-def environment(root: Path) -> Iterator[None]:
-    """XDG folders (and HOME) inside `root`, for the duration of one play."""
+def environment(root: Path, pg: PgTarget | None = None) -> Iterator[None]:
+    """XDG folders (and HOME) inside `root`, and PG's URL in PG_ENV, for one play."""
     values = {
         "XDG_STATE_HOME": str(root / "xdg-state"),
         "XDG_CACHE_HOME": str(root / "xdg-cache"),
         "XDG_CONFIG_HOME": str(root / "xdg-config"),
         "HOME": str(root / "home"),
+        **({PG_ENV: pg.url} if pg else {}),
     }
     with mock.patch.dict(os.environ, values):
         os.environ.pop("SMLLM_CONFIG", None)
@@ -229,18 +247,38 @@ def scenarios(case: str) -> st.SearchStrategy[Scenario]:
 # -- the stores, read directly -----------------------------------------------------------------
 
 Tables = dict[str, list[tuple[Any, ...]]]
-Snapshot = dict[str, Tables]  # database path (relative to the root) → table → rows
+#: database path (relative to the root), or PG_KEY → table → rows
+Snapshot = dict[str, Tables]
+
+#: a PostgreSQL namespace's rows in the columns (and order) of SQLite's tables: instances in
+#: the order they were made (by their first history record: a commit inserts an instance
+#: before its history record, as SQLite's rowids count), each with its `holder` column last
+#: (SQLite has none; Peek checks it against the record and drops it); history numbered 1, 2, …
+#: in commit order, since `seq` counts over every namespace of the server.
+PG_INSTANCES = """
+    SELECT i.id, i.machine, i.ref, i.status, i.updated, i.version, i.data, i.holder
+    FROM smllm.instances i WHERE i.namespace = %s
+    ORDER BY (SELECT min(h.seq) FROM smllm.history h
+              WHERE h.namespace = i.namespace AND h.instance = i.id) NULLS LAST, i.id"""
+PG_HISTORY = """
+    SELECT row_number() OVER (ORDER BY seq), instance, data
+    FROM smllm.history WHERE namespace = %s ORDER BY seq"""
 
 
 class Peek:
     """Reads every row of every table of the SQLite databases in `folders`, in rowid order,
-    with sqlite3 directly (read-only connections, kept open for speed). `strays` finds any
-    other database under `root`, which the checks would miss."""
+    with sqlite3 directly (read-only connections, kept open for speed), and, with PG, the
+    namespace's instance and history rows (under PG_KEY, as SQLite's tables would hold them;
+    empty while the server has no smllm schema). `strays` finds any other database under
+    `root`, which the checks would miss."""
 
-    def __init__(self, root: Path, folders: tuple[Path, ...]) -> None:
+    def __init__(self, root: Path, folders: tuple[Path, ...], pg: PgTarget | None = None) -> None:
         self.root = root
         self.folders = folders
         self.conns: dict[Path, tuple[sqlite3.Connection, list[str]]] = {}
+        self.pg = pg
+        self.pg_conn: Any = None  # psycopg.Connection, opened at the first snapshot
+        self.pg_schema = False
 
     def snapshot(self) -> Snapshot:
         out: Snapshot = {}
@@ -256,7 +294,36 @@ class Peek:
             out[str(path.relative_to(self.root))] = {
                 t: conn.execute(f'SELECT * FROM "{t}" ORDER BY rowid').fetchall() for t in tables
             }
+        if self.pg is not None:
+            out[PG_KEY] = self.pg_tables(self.pg)
         return out
+
+    def pg_tables(self, pg: PgTarget) -> Tables:
+        """The namespace's instances and history, read in autocommit (each query sees every
+        commit made before it)."""
+        if self.pg_conn is None:
+            import psycopg
+
+            self.pg_conn = psycopg.connect(pg.url, autocommit=True, connect_timeout=10)
+        conn = self.pg_conn
+        if not self.pg_schema:
+            found = conn.execute("SELECT to_regclass('smllm.history')").fetchone()
+            self.pg_schema = found is not None and found[0] is not None
+            if not self.pg_schema:
+                return {"instances": [], "history": []}
+        instances = []
+        for *row, holder in conn.execute(PG_INSTANCES, (pg.namespace,)).fetchall():
+            record = json.loads(row[-1])
+            columns = (record["id"], record["machine"], record["ref"], record["status"])
+            assert tuple(row[:4]) == columns, f"columns disagree with the record: {row}"
+            assert (row[4], row[5], holder) == (
+                record["updated"],
+                record["version"],
+                record["holder"],
+            ), f"columns disagree with the record: {row}, holder {holder}"
+            instances.append(tuple(row))
+        history = [tuple(r) for r in conn.execute(PG_HISTORY, (pg.namespace,)).fetchall()]
+        return {"instances": instances, "history": history}
 
     def strays(self) -> list[Path]:
         return sorted(set(self.root.rglob("*.db")) - set(self.conns))
@@ -264,6 +331,8 @@ class Peek:
     def close(self) -> None:
         for conn, _ in self.conns.values():
             conn.close()
+        if self.pg_conn is not None:
+            self.pg_conn.close()
 
 
 class View(NamedTuple):

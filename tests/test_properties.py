@@ -23,23 +23,43 @@ Then the same scenario is played again in another folder: replies (and the comma
 their environment) and the stores after every step must be identical byte for byte (§12), the
 folder's path aside.
 
-SMLLM_PROPERTY_EXAMPLES sets the examples per case (default 100); SMLLM_PROPERTY_SHRINK=1 turns
-Hypothesis's shrinking on (off by default: it replays whole scenarios and can take minutes).
+The same runs with the instance store on the test PostgreSQL server (issue 11 §2), a fresh
+namespace per play, its rows read with psycopg after every step as SQLite's tables would hold
+them (history numbered in commit order: `seq` counts over the whole server). The replay uses a
+second namespace; a third play, on SQLite, must give the same replies and the same records.
+
+SMLLM_PROPERTY_EXAMPLES sets the examples per case (default 100), SMLLM_PROPERTY_PG_EXAMPLES
+those on PostgreSQL (default 20); SMLLM_PROPERTY_SHRINK=1 turns Hypothesis's shrinking on (off
+by default: it replays whole scenarios and can take minutes).
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import bounded
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
-from property_player import play
-from property_world import CASES, EXAMPLES, PHASES, SCRATCH, build_project, environment, scenarios
+from property_player import Played, play
+from property_world import (
+    CASES,
+    EXAMPLES,
+    PG_EXAMPLES,
+    PG_KEY,
+    PHASES,
+    SCRATCH,
+    PgTarget,
+    build_project,
+    environment,
+    scenarios,
+)
 from scripted_host import ScriptedHost
 
 from smllm.api.app import App
@@ -60,23 +80,84 @@ def test_engine_properties(case: str, data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         first = play(Path(tmp) / "one", case, scenario, check=True)
         again = play(Path(tmp) / "two", case, scenario, check=False)
+    same_play(first, again)
+
+
+def same_play(first: Played, again: Played) -> None:
     for i, (a, b) in enumerate(zip(first.replies, again.replies, strict=True)):
         assert a == b, f"call {i}: replies differ"
     for i, (a, b) in enumerate(zip(first.snapshots, again.snapshots, strict=True)):
         assert a == b, f"call {i}: stores differ"
 
 
+#: where a SQLite project's instances are (the config's default `[state] dir`), from the root
+SQLITE_INSTANCES = "project/.smllm/state/smllm.db"
+
+
+def as_sqlite(snapshot: str) -> dict[str, Any]:
+    """A snapshot of a play on PostgreSQL in the form of one on SQLite: the namespace's rows as
+    the instance store's file would hold them (empty tables left out, and SQLite's own
+    bookkeeping); a SQLite snapshot goes through the same."""
+    snap: dict[str, dict[str, Any]] = json.loads(snapshot)
+    instances = snap.pop(PG_KEY, None) or snap.pop(SQLITE_INSTANCES, {})
+    snap["instances"] = {
+        t: rows for t, rows in instances.items() if t in ("instances", "history") and rows
+    }
+    return snap
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@bounded(
+    max_examples=PG_EXAMPLES,
+    derandomize=True,
+    phases=PHASES,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(data=st.data())
+def test_engine_properties_on_postgres(case: str, data: st.DataObject, pg_server: Any) -> None:
+    """The same properties with the instance store in a namespace of the test server; the
+    replay in a second namespace, and a third play on SQLite that must agree with it."""
+    scenario = data.draw(scenarios(case), label="scenario")
+    url = pg_server.url()
+    one, two = (PgTarget(url, f"prop-{uuid.uuid4().hex[:12]}") for _ in range(2))
+    with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
+        first = play(Path(tmp) / "one", case, scenario, check=True, pg=one)
+        again = play(Path(tmp) / "two", case, scenario, check=False, pg=two)
+        lite = play(Path(tmp) / "three", case, scenario, check=False)
+    same_play(first, again)
+    for i, (a, b) in enumerate(zip(first.replies, lite.replies, strict=True)):
+        assert a == b, f"call {i}: replies differ on PostgreSQL and SQLite"
+    for i, (a, b) in enumerate(zip(first.snapshots, lite.snapshots, strict=True)):
+        assert as_sqlite(a) == as_sqlite(b), f"call {i}: stores differ on PostgreSQL and SQLite"
+
+
 # -- single examples ---------------------------------------------------------------------------
 
 
+@pytest.fixture
+def pg(backend: str, request: pytest.FixtureRequest) -> PgTarget | None:
+    """Where the single examples keep their instances: SQLite (None), or a namespace of the
+    test server."""
+    if backend == "sqlite":
+        return None
+    url: str = request.getfixturevalue("pg_server").url()
+    return PgTarget(url, f"prop-{uuid.uuid4().hex[:12]}")
+
+
 @contextmanager
-def small_world(case: str) -> Iterator[App]:
-    """An App over the case's machines in a fresh temp folder, with a ScriptedHost."""
+def small_world(case: str, pg: PgTarget | None = None) -> Iterator[App]:
+    """An App over the case's machines in a fresh temp folder, with a ScriptedHost (its
+    instances in PG's namespace, when given; the connection closed at the end)."""
     with tempfile.TemporaryDirectory(dir=SCRATCH) as tmp:
         root = Path(tmp)
-        project = build_project(root, case)
-        with environment(root):
-            yield App(cwd=str(project), host=ScriptedHost(1))
+        project = build_project(root, case, pg)
+        with environment(root, pg):
+            app = App(cwd=str(project), host=ScriptedHost(1))
+            try:
+                yield app
+            finally:
+                for store in app.opened.values():
+                    store.close()
 
 
 def bound(app: App, name: str) -> str:
@@ -99,11 +180,11 @@ def test_scripted_host_is_deterministic() -> None:
     assert [c.command for c in a.calls] == [plan, plan, absent]
 
 
-def test_left_instance_without_holder_is_named_by_status() -> None:
+def test_left_instance_without_holder_is_named_by_status(pg: PgTarget | None) -> None:
     """engine.md §7.1: a held instance that another session took over and paused has no
     holder; the first session's next call reads `doc README.md is paused; you are in idle`.
     (smllm said `moved to session None` until 8d8dfda; kept as a regression test.)"""
-    with small_world("final") as app:
+    with small_world("final", pg) as app:
         a, b = bound(app, "a"), bound(app, "b")
         doc = (("stateMachine", "final"), ("docPath", "README.md"))
         assert app.fire(a, "enter", doc).ok
@@ -114,10 +195,10 @@ def test_left_instance_without_holder_is_named_by_status() -> None:
         assert result.reply.error == "doc README.md is paused; you are in idle"
 
 
-def test_runaway_stop_writes_only_its_audit() -> None:
+def test_runaway_stop_writes_only_its_audit(pg: PgTarget | None) -> None:
     """engine.md §9 rule 6: a runaway stop writes the audit record `runaway` and nothing else.
     (App.stop also bumped the session's version until 7704c02; kept as a regression test.)"""
-    with small_world("final") as app:
+    with small_world("final", pg) as app:
         a = bound(app, "a")
         assert app.fire(a, "enter", (("stateMachine", "final"),)).ok
         assert app.stop(a, False).decision is Decision.BLOCK
@@ -154,11 +235,11 @@ def _stale_slot(app: App, a: str) -> Callable[[], object]:
     ],
 )
 def test_session_writes_move_last_active(
-    write: Callable[[App, str], Callable[[], object]],
+    write: Callable[[App, str], Callable[[], object]], pg: PgTarget | None
 ) -> None:
     """engine.md §3: a session's lastActive moves on every write, these three included.
     (They left it until 7704c02; kept as a regression test.)"""
-    with small_world("final") as app:
+    with small_world("final", pg) as app:
         a = bound(app, "a")
         assert app.fire(a, "enter", (("stateMachine", "final"),)).ok
         call = write(app, a)
