@@ -138,3 +138,54 @@ def test_a_refused_fire_writes_json(tmp_path: Path, env: dict[str, str]) -> None
         ran = smllm(["fire", "--session", key, "set", "--param", param], tmp_path, env)
         assert ran.code == 1
         assert f"error: {error}" in ran.out.splitlines()
+
+
+REFS = """\
+id: m
+initial: A
+meta:
+  smllm: 1
+  events:
+    go:
+      description: Go on.
+      params:
+        type: object
+        $defs:
+          word: { type: string }
+        properties:
+          a: { $dynamicRef: "#x" }
+          b: { $dynamicRef: "#/$defs/nope" }
+          c: { $id: "urn:x", $ref: "#/$defs/word" }
+          d: { $dynamicRef: "#/$defs/word" }
+states:
+  A:
+    entry: { type: prompt, params: { text: Go. } }
+    on:
+      go: B
+  B:
+    type: final
+"""
+
+
+def test_refs_that_would_resolve_outside_params(tmp_path: Path) -> None:
+    """A `$dynamicRef` is held to `$ref`'s rules, and an `$id` (which moves the base that
+    `#/$defs/…` resolves against) is refused: each would make jsonschema fail at the fire
+    (the campaign's fuzz found `$dynamicRef: "#x"` passing validate, then an internal error)."""
+    found = load_machine_source(REFS, str(tmp_path / "m.smllm.yaml"), "m.smllm.yaml").findings
+    assert [f.text() for f in found] == [
+        "m.smllm.yaml:13:29: error: meta.events.go.params.properties.a.$dynamicRef: $dynamicRef "
+        "#x must point inside params (#/$defs/…) (EVT-1)",
+        "m.smllm.yaml:15:21: error: meta.events.go.params.properties.c.$id: $id can't be used in "
+        "params: $refs resolve in params (EVT-1)",
+        "m.smllm.yaml:14:29: error: meta.events.go.params.properties.b.$dynamicRef: $dynamicRef "
+        "#/$defs/nope points at nothing in $defs (EVT-1)",
+    ]
+
+
+def test_a_reference_jsonschema_cannot_resolve_is_a_refusal() -> None:
+    """Were a schema the load let through to reference nothing, the fire is refused with a
+    sentence, never an internal error."""
+    schema = {"$id": "urn:x", "$ref": "#/$defs/word"}
+    [message] = errors(schema, "w")
+    assert message.startswith("the schema can't check the value: ")
+    assert message.endswith("; smllm validate tells more")

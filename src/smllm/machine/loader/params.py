@@ -167,11 +167,19 @@ def _walk_keywords(
         sub = (*path, key)
         if key not in _KEYWORDS:
             out.append(Problem(sub, "EVT-1", f"{key} is not a JSON Schema 2020-12 keyword", True))
-        elif key == "$ref":
+        elif key in ("$ref", "$dynamicRef"):
+            # a $dynamicRef with a JSON Pointer is a $ref (2020-12 §8.2.3.2); one to an anchor
+            # would resolve outside params' $defs, or nowhere
             if not isinstance(value, str) or not value.startswith("#/$defs/"):
                 out.append(
-                    Problem(sub, "EVT-1", f"$ref {value} must point inside params (#/$defs/…)")
+                    Problem(sub, "EVT-1", f"{key} {value} must point inside params (#/$defs/…)")
                 )
+        elif key == "$id":
+            # an $id moves the base every `#/$defs/…` under it resolves against: away from
+            # params, where those refs point at nothing
+            out.append(
+                Problem(sub, "EVT-1", "$id can't be used in params: $refs resolve in params")
+            )
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, item in value.items():
                 deep = _walk_keywords(item, (*sub, name), out, depth + 1) or deep
@@ -215,7 +223,11 @@ def _refs(schema: Any, path: tuple[str | int, ...], in_place: bool) -> list[tupl
     out: list[tuple[Any, ...]] = []
     for key, value in schema.items():
         sub = (*path, key)
-        if key == "$ref" and isinstance(value, str) and value.startswith("#/$defs/"):
+        if (
+            key in ("$ref", "$dynamicRef")
+            and isinstance(value, str)
+            and value.startswith("#/$defs/")
+        ):
             out.append((sub, value, in_place))
         elif key in _SCHEMA_MAPS and isinstance(value, dict):
             for name, item in value.items():
@@ -239,7 +251,7 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
     targets = {ref: _resolve(params, ref) for _, ref, _ in found}
     for where, ref, _ in found:
         if targets[ref] is None:
-            out.append(Problem(where, "EVT-1", f"$ref {ref} points at nothing in $defs"))
+            out.append(Problem(where, "EVT-1", f"{where[-1]} {ref} points at nothing in $defs"))
     # the refs each target reaches in place: a cycle among them never reaches a value (a ref
     # to nothing has no target, so it is no step of a loop)
     reach: dict[str, list[tuple[Any, str]]] = {}
@@ -506,10 +518,17 @@ def json_param_errors(
     if defs:
         schema["$defs"] = defs
     first: dict[tuple[Any, ...], str] = {}
-    for error in _validator_for(schema).iter_errors(value):
-        path = tuple(error.absolute_path)
-        if path not in first:
-            first[path] = schema_message(error)
+    try:
+        for error in _validator_for(schema).iter_errors(value):
+            path = tuple(error.absolute_path)
+            if path not in first:
+                first[path] = schema_message(error)
+    except Exception as exc:  # a reference jsonschema can't resolve, which the load missed
+        from referencing.exceptions import Unresolvable
+
+        if not isinstance(exc, Unresolvable) and not isinstance(exc.__cause__, Unresolvable):
+            raise
+        return [f"the schema can't check the value: {exc}; smllm validate tells more"], 0
     keys = sorted(
         first, key=lambda p: tuple((0, x, "") if isinstance(x, int) else (1, 0, x) for x in p)
     )
