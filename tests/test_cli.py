@@ -284,3 +284,13 @@ def test_main_runs_without_the_cyclic_collector_and_gives_it_back(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("args", [[], ["--config", "x.toml"]])
+def test_no_command_is_bad_usage(tmp_path: Path, env: dict[str, str], args: list[str]) -> None:
+    """Bad usage (cli-and-harnesses.md §1): exit 2, stdout empty, the usage and an `error:`
+    line on stderr (the campaign's fuzz found the help on stdout and no error line)."""
+    ran = smllm(args, tmp_path, env)
+    assert (ran.code, ran.out) == (2, "")
+    assert ran.err.startswith("usage: smllm ")
+    assert ran.err.endswith("\nerror: no command given; smllm --help lists the commands\n")

@@ -164,11 +164,11 @@ def _run(argv: Sequence[str] | None) -> int:
             from .parser import parse
 
             args = parse(argv)
-        if args.command is None:
+        if args.command is None:  # bad usage: stdout stays empty (cli-and-harnesses.md §1)
             from .parser import build
 
-            build().print_help()
-            return 2
+            build().print_usage(sys.stderr)
+            raise Exit(2, "no command given; smllm --help lists the commands")
         json_state["wanted"] = bool(getattr(args, "json", False))
         code = _dispatch(args)
         if code == 1:
