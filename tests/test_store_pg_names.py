@@ -61,3 +61,20 @@ def test_a_broken_url_is_named_without_its_password(url: str, message: str) -> N
         PostgresStore(url).instances(None, None)
     assert str(caught.value) == message
     assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        'connection failed: connection to server at "db" (10.0.0.1), port 5432 failed: '
+        "Network is unreachable\n\tIs the server running on that host?",
+        'connection failed: connection to server at "10.231.0.1", port 54329 failed: '
+        "Network is unreachable",
+        'connection is bad: connection to server at "10.231.0.1", port 54329 failed: '
+        "Network is unreachable",
+    ],
+)
+def test_libpq_prefixes_are_cut_to_the_cause(message: str) -> None:
+    from smllm.store.postgres import _reason
+
+    assert _reason(Exception(message), "postgresql://u:pw@db/x") == "Network is unreachable"

@@ -125,9 +125,10 @@ def scrub(text: str, url: str) -> str:
 def _reason(exc: BaseException, url: str) -> str:
     """libpq's message, shortened to its cause: one line, no 'connection failed' prefixes."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = re.sub(r"^connection failed: ", "", text)
-    text = re.sub(r'^connection to server (at|on socket) "[^"]*"(, port \d+)? failed: ', "", text)
-    text = re.sub(r"^connection is bad: ", "", text)
+    text = re.sub(r"^connection (failed|is bad): ", "", text)
+    text = re.sub(
+        r'^connection to server (at|on socket) "[^"]*"( \([^)]*\))?(, port \d+)? failed: ', "", text
+    )
     text = re.sub(r"^(FATAL|ERROR): +", "", text)
     return scrub(text.strip(), url)
 
