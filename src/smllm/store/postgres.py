@@ -53,6 +53,25 @@ CONNECT_TIMEOUT_SECS = 5
 #: long, instead of retransmitting for a quarter of an hour
 TCP_USER_TIMEOUT_MS = 10000
 
+
+def session_settings() -> list[str]:
+    """Every connection's settings (engine.md §10), as libpq `options`."""
+    return [
+        # a returned commit is on disk, whatever the server's default
+        "-c synchronous_commit=on",
+        # a writer waits at most 5 s for a row another writer holds, then the store is busy
+        f"-c lock_timeout={LOCK_TIMEOUT_MS}",
+        # a client that vanished inside a transaction (its host gone, no FIN) must not keep
+        # its rows locked for the kernel's two hours of keepalive: the server gives up on it
+        # after about 20 s of silence, and on any transaction left idle for a minute
+        "-c tcp_keepalives_idle=5",
+        "-c tcp_keepalives_interval=5",
+        "-c tcp_keepalives_count=3",
+        f"-c tcp_user_timeout={TCP_USER_TIMEOUT_MS}",
+        "-c idle_in_transaction_session_timeout=60000",
+    ]
+
+
 #: an advisory lock key, so that concurrent first uses create the schema once
 _SCHEMA_LOCK = 0x736D6C6C6D  # "smllm"
 
@@ -169,18 +188,17 @@ class PostgresStore:
         for key in list(options):
             if key in given:
                 del options[key]  # the URL's own setting wins
+        # the session's settings travel in the startup packet: no round trip of their own; the
+        # URL's `options` come after ours, so a setting it names wins
+        options["options"] = " ".join(
+            [*session_settings(), str(given.get("options") or "")]
+        ).strip()
         try:
             conn = psycopg.connect(self.url, autocommit=True, **options)
         except psycopg.OperationalError as exc:
             raise self._connect_error(exc) from None
         except psycopg.Error as exc:
             raise StoreError(f"{self.name} can't be opened: {_reason(exc, self.url)}") from None
-        try:
-            conn.execute("SET synchronous_commit = on")
-            conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
-        except psycopg.Error as exc:
-            conn.close()
-            raise self._error(exc) from None
         return conn
 
     def _connect_error(self, exc: BaseException) -> StoreError:
