@@ -242,3 +242,64 @@ def test_set_ref_problems(tmp_path: Path) -> None:
     out = try_fire(world, key, "tag")
     assert out.ok and out.instances[0].instance.ref == "J-3"
     assert world.reader.instances[mine.id].place == Place("tagger", mine.id)
+
+
+# --- rules.state_events: the events list of a state -------------------------------------------
+
+
+def events_block(key: str, *items: str) -> list[str]:
+    return [
+        f'Fire one event: smllm({{ session: "{key}", event, params }})',
+        "<events>",
+        *items,
+        "</events>",
+        "</smllm>",
+    ]
+
+
+def test_the_events_lists_of_the_fallback_machine(world: Scripted) -> None:
+    key = world.new_session().key
+    world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", "T-1"))
+    out = try_fire(world, key, "nope")
+    assert refused(out) == "nope is not offered here (offered: done, yield, pause, unmatched)"
+    assert lines(out.reply)[3:] == events_block(
+        key,
+        "- done: Finish the task.",
+        "- yield: Stop for now and stay in WORK.",
+        "    note (optional): What you are waiting for.",
+        "- pause: Put task T-1 aside and return to idle.",
+        "- unmatched: The request fits none of these; handle it in ASIDE, then resume.",
+    )
+    world.fire(key, "unmatched")
+    out = try_fire(world, key, "nope")
+    assert refused(out) == (
+        "nope is not offered here (offered: handled, resume, yield, pause, unmatched)"
+    )
+    assert lines(out.reply)[3:] == events_block(
+        key,
+        "- handled: Leave the aside state for work.",
+        "- resume: Go back to task T-1 at WORK, which unmatched put aside.",
+        "- yield: Stop for now and stay in ASIDE.",
+        "    note (optional): What you are waiting for.",
+        "- pause: Put task T-1 aside and return to idle.",
+        "- unmatched: The request fits none of these; handle it from idle, then resume.",
+    )
+
+
+def test_a_machine_s_own_descriptions_of_the_built_ins(tmp_path: Path) -> None:
+    world, key, _folder = fix_world(tmp_path)
+    fired(world, key, "enter", ("stateMachine", "fix"), ("bugId", "BUG-1"), ("state", "REPRO"))
+    out = try_fire(world, key, "nope")
+    assert lines(out.reply)[3:] == events_block(
+        key,
+        "- reproduced: Fire after a test shows the bug.",
+        "    test (required, pattern: ^tests/.+[.]py$): The test you added; it must fail now.",
+        "- yield: Stop and wait for the person who reported the bug.",
+        "    note (optional): What you are waiting for.",
+        "- pause: Put bug BUG-1 aside and return to idle.",
+        "- unmatched: The request fits none of these; handle it in ASIDE, then resume.",
+    )
+    out = try_fire(world, key, "reproduced", ("test", "t.py"))
+    assert refused(out) == 'reproduced param test must match ^tests/.+[.]py$ (got "t.py")'
+    out = try_fire(world, key, "reproduced", ("test", "tests/t.py"), ("size", 1))
+    assert refused(out) == "reproduced has no param size (params: test)"
