@@ -1,5 +1,6 @@
-"""bench/campaign.py, the reliability campaign of issue 11: its load run at a small size over
-both backends, and its checks, which must fail the run on a violated invariant."""
+"""bench/reliability_campaign (run as bench/campaign.py), the reliability campaign of issue
+11: its load run at a small size over both backends, and its checks, which must fail the run on
+a violated invariant."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 sys.path.insert(0, str(BENCH))
 
-import campaign  # noqa: E402
+import reliability_campaign as campaign  # noqa: E402
 
 
 def _history(versions: list[int], ref: str = "GH-1") -> tuple[dict[str, Any], list[Any]]:
