@@ -303,3 +303,113 @@ def test_a_machine_s_own_descriptions_of_the_built_ins(tmp_path: Path) -> None:
     assert refused(out) == 'reproduced param test must match ^tests/.+[.]py$ (got "t.py")'
     out = try_fire(world, key, "reproduced", ("test", "tests/t.py"), ("size", 1))
     assert refused(out) == "reproduced has no param size (params: test)"
+
+
+# --- builtins.unmatched and _interrupt ----------------------------------------------------------
+
+ASIDE = """\
+id: aside
+description: Commands on the way to the fallback state and out of the machine.
+initial: WORK
+meta:
+  smllm: 1
+  instance: { kind: task, ref: { param: taskId } }
+  events:
+    handled: { description: Back to work. }
+states:
+  WORK:
+    meta: { entryPoint: true }
+    entry: { type: command, params: { run: "work entry" } }
+    exit: { type: command, params: { run: "work exit" } }
+  OTHER:
+    meta: { entryPoint: true }
+    on:
+      handled: WORK
+  ASIDE:
+    meta: { fallback: true }
+    entry: { type: command, params: { run: "aside entry" } }
+    exit: { type: command, params: { run: "aside exit" } }
+    on:
+      handled: WORK
+"""
+
+
+def test_unmatched_into_the_fallback_runs_its_lists(tmp_path: Path) -> None:
+    world = machines_world(tmp_path, ASIDE)
+    key = world.new_session().key
+    world.fire(key, "enter", ("stateMachine", "aside"), ("taskId", "T-1"))
+    assert calls(world) == [("work entry", "", "WORK", ">WORK", "T-1")]
+    out = world.fire(key, "unmatched").committed
+    assert out.ok and out.instances[0].instance.state == "ASIDE"
+    assert calls(world) == [
+        ("work exit", "", "WORK", "WORK>ASIDE", "T-1"),
+        ("aside entry", "", "ASIDE", "WORK>ASIDE", "T-1"),
+    ]
+    # in the fallback state, unmatched goes to idle: the exit lists toward no state
+    world.host.results.append(CommandResult(False, "exited 9"))
+    out = world.fire(key, "unmatched").committed
+    assert calls(world) == [("aside exit", "", "ASIDE", "ASIDE>", "T-1")]
+    (write,) = out.instances
+    assert write.history.trace == (
+        "Interrupted task T-1 at ASIDE. Handle the request, then fire resume from idle.",
+        "Action failed: ASIDE exit[0] command: exited 9",
+    )
+    assert lines(out.reply)[3] == "Action failed: ASIDE exit[0] command: exited 9"
+
+
+def test_unmatched_pauses_the_previously_interrupted_instance(world: Scripted) -> None:
+    key = world.new_session().key
+    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
+    world.fire(key, "unmatched")
+    old = world.reader.find("dev", "GH-1")
+    assert old is not None
+    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-2"))
+    out = world.fire(key, "unmatched").committed
+    note = "Paused the previously interrupted issue GH-1."
+    paused, interrupted = out.instances
+    assert (paused.instance.status, paused.instance.holder) == ("paused", None)
+    assert paused.instance.version == old.version + 1 and paused.expected == old.version
+    assert paused.history.event == "pause" and paused.history.trace == (note,)
+    assert (paused.history.from_state, paused.history.to_state) == ("PLAN", "PLAN")
+    assert (paused.history.session, paused.history.status) == (key, "paused")
+    assert interrupted.instance.ref == "GH-2" and interrupted.instance.status == "interrupted"
+    assert lines(out.reply)[2:4] == [
+        note,
+        "Interrupted issue GH-2 at PLAN. Handle the request, then fire resume from idle.",
+    ]
+    assert out.session is not None
+    assert out.session.session.interrupted == interrupted.instance.place
+
+
+def test_unmatched_leaves_a_slot_instance_another_session_interrupted(world: Scripted) -> None:
+    key = world.new_session().key
+    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
+    world.fire(key, "unmatched")
+    other = world.new_session().key
+    world.fire(other, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
+    world.fire(other, "unmatched")  # GH-1 interrupted again, by the other session
+    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-2"))
+    out = world.fire(key, "unmatched").committed
+    (write,) = out.instances
+    assert write.instance.ref == "GH-2"
+    assert lines(out.reply)[2].startswith("Interrupted issue GH-2 at PLAN.")
+
+
+def test_resume_from_the_fallback_runs_its_lists(tmp_path: Path) -> None:
+    world = machines_world(tmp_path, ASIDE)
+    key = world.new_session().key
+    world.fire(key, "enter", ("stateMachine", "aside"), ("taskId", "T-1"))
+    world.fire(key, "unmatched")
+    calls(world)
+    out = world.fire(key, "resume").committed
+    assert out.ok and out.instances[0].instance.state == "WORK"
+    assert calls(world) == [
+        ("aside exit", "", "ASIDE", "ASIDE>WORK", "T-1"),
+        ("work entry", "", "WORK", "ASIDE>WORK", "T-1"),
+    ]
+    world.fire(key, "unmatched")
+    inst = world.reader.find("aside", "T-1")
+    assert inst is not None
+    world.reader.instances[inst.id] = inst._replace(resume_state="GONE")
+    out = try_fire(world, key, "resume")
+    assert refused(out).endswith("or pause and enter with a state: WORK, OTHER")
