@@ -251,3 +251,44 @@ def test_a_completion_shows_the_params_and_the_notes(tmp_path: Path) -> None:
     text = lines(out.committed.reply)
     assert text[4].startswith(f"Took over from session {other} (last active 2026-01-01 00:00")
     assert text[5] == "Completed job J-4. You are now in idle."
+
+
+# --- idle: the paused list's cut and listPaused -----------------------------------------------
+
+
+def paused_lines(text: list[str]) -> list[str]:
+    start = text.index("Paused:") + 1
+    end = next(i for i in range(start, len(text)) if not text[i].startswith("- job"))
+    return text[start:end] + ([text[end]] if text[end].startswith("…") else [])
+
+
+def test_the_paused_list_is_cut_at_ten(tmp_path: Path) -> None:
+    from test_mutants_engine_more import inst, machines_world
+
+    world = machines_world(tmp_path, QUICK)
+    for n in range(1, 12):
+        i = inst(id=f"i-{n:02d}", machine="quick", ref=f"J-{n}", state="A", status="paused")
+        world.reader.instances[i.id] = i._replace(holder=None, updated=f"2025-01-01T00:00:{n:02d}Z")
+    key = world.new_session().key
+    text = lines(world.view(key))
+    more = "…and 1 more paused: fire listPaused to list them all."
+    assert paused_lines(text) == [f"- job J-{n} (quick) at A" for n in range(11, 1, -1)] + [more]
+    assert text[-3] == "- listPaused: List all 11 paused instances."
+    # completing a paused instance at once leaves ten: all listed, listPaused not offered
+    out = world.fire(key, "enter", ("stateMachine", "quick"), ("jobId", "J-11"), ("state", "B"))
+    text = lines(out.committed.reply)
+    assert paused_lines(text) == [f"- job J-{n} (quick) at A" for n in range(10, 0, -1)]
+    assert "listPaused" not in render(out.committed.reply)
+    # pausing another makes eleven again
+    world.fire(key, "enter", ("stateMachine", "quick"), ("jobId", "J-12"))
+    out = world.fire(key, "pause").committed
+    text = lines(out.reply)
+    assert paused_lines(text)[:2] == ["- job J-12 (quick) at A", "- job J-10 (quick) at A"]
+    assert paused_lines(text)[-1] == more
+    assert text[-3] == "- listPaused: List all 11 paused instances."
+    every = lines(world.fire(key, "listPaused").committed.reply)
+    assert "State machines:" not in every and every[2] == "Paused:"
+    assert every[3:14] == ["- job J-12 (quick) at A"] + [
+        f"- job J-{n} (quick) at A" for n in range(10, 0, -1)
+    ]
+    assert every[14] == f'Fire one event: smllm({{ session: "{key}", event, params }})'
