@@ -12,6 +12,7 @@ from .common import (
     config_option,
     emit_json,
     make_folder,
+    read_toml_for_edit,
     report_load_errors,
     write_atomically,
 )
@@ -186,20 +187,8 @@ def _refuse_a_taken_id(machine_id: str, explicit: str | None) -> None:
 def _add_machine_file(config: str, entry: str) -> str:
     """The config's text with `entry` appended to `[machines] files`, formatting kept."""
     import tomlkit
-    from tomlkit.exceptions import TOMLKitError
 
-    from ..machine.sources.files import read_regular
-
-    data, problem = read_regular(config)
-    if data is None:
-        raise Exit(1, f"can't edit {_shown(config)}: {problem}")
-    # a BOM is accepted in a config (as smllm reads it) but not by tomlkit: kept aside and
-    # written back, so the edit changes nothing but the list
-    bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-    try:
-        doc = tomlkit.parse(data.decode("utf-8")[len(bom) :])
-    except (UnicodeDecodeError, TOMLKitError) as exc:
-        raise Exit(1, f"can't edit {_shown(config)}: {exc}") from None
+    doc, bom = read_toml_for_edit(config)
     machines = doc.get("machines")
     if machines is None:
         machines = tomlkit.table()

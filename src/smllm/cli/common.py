@@ -12,6 +12,7 @@ from ..files import emit_json, json_state, replace_file  # shared with smllm.har
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from argparse import Namespace
+    from typing import Any
 
     from ..machine.model import Loaded
 
@@ -100,3 +101,23 @@ def report_load_errors(loaded: Loaded) -> None:
             f"note: {', '.join(broken)} {verb} errors, so machines in {them} aren't "
             "configured; smllm validate tells why\n"
         )
+
+
+def read_toml_for_edit(path: str) -> tuple[Any, str]:
+    """(tomlkit document, BOM) of the config at `path`, to edit and write back with
+    `bom + tomlkit.dumps(doc)`, comments and layout kept; `error: can't edit PATH: …`, exit 1.
+    A BOM is accepted in a config (as smllm reads it) but not by tomlkit: kept aside."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    from ..machine.configs.config import shown_path
+    from ..machine.sources.files import read_regular
+
+    data, problem = read_regular(path)
+    if data is None:
+        raise Exit(1, f"can't edit {shown_path(path)}: {problem}")
+    bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
+    try:
+        return tomlkit.parse(data.decode("utf-8")[len(bom) :]), bom
+    except (UnicodeDecodeError, TOMLKitError) as exc:
+        raise Exit(1, f"can't edit {shown_path(path)}: {exc}") from None

@@ -22,7 +22,7 @@ import os
 
 from ..errors import RefTaken, StoreConflict
 from ..machine.model import StoreSpec
-from .common import Exit, config_option, emit_json, write_atomically
+from .common import Exit, config_option, emit_json, read_toml_for_edit, write_atomically
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -87,6 +87,8 @@ def migrate(args: Namespace) -> int:
     if _same(source_spec, target):
         raise Exit(2, f"{shown_path(config)} already keeps its instances there")
 
+    # the config's new text first: a config that can't be edited stops the move before a copy
+    text = _with_state(config, target)
     source = open_store(source_spec)
     destination = open_store(target)
     try:
@@ -108,7 +110,7 @@ def migrate(args: Namespace) -> int:
         source.close()
         destination.close()
 
-    write_atomically(config, _with_state(config, target).encode("utf-8"))
+    write_atomically(config, text.encode("utf-8"))
     if target.kind == "url" and _has_password(target.value):
         import sys
 
@@ -171,21 +173,8 @@ def _counts(dump: StoreDump) -> str:
 def _with_state(config: str, target: StoreSpec) -> str:
     """The config's text with `[state]` naming TARGET, everything else kept."""
     import tomlkit
-    from tomlkit.exceptions import TOMLKitError
 
-    from ..machine.configs.config import shown_path
-    from ..machine.sources.files import read_regular
-
-    data, problem = read_regular(config)
-    if data is None:
-        raise Exit(
-            1, f"the instances were copied, but {shown_path(config)} can't be read: {problem}"
-        )
-    bom = "\ufeff" if data.startswith(b"\xef\xbb\xbf") else ""
-    try:
-        doc = tomlkit.parse(data.decode("utf-8")[len(bom) :])
-    except (UnicodeDecodeError, TOMLKitError) as exc:
-        raise Exit(1, f"can't edit {shown_path(config)}: {exc}") from None
+    doc, bom = read_toml_for_edit(config)
     state = doc.get("state")
     if state is None:
         state = tomlkit.table()

@@ -24,7 +24,7 @@ from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    from typing import Protocol
+    from typing import Any, Protocol
 else:
     Protocol = object  # the protocols only type-check; nothing isinstance-checks them
 
@@ -38,7 +38,10 @@ __all__ = [
     "StoreDump",
     "StoreError",
     "StoreTooNew",
+    "first_instance",
     "read_instance",
+    "readable",
+    "saved_rows",
 ]
 
 
@@ -106,6 +109,40 @@ def read_instance(text: str) -> Instance:
     if not all(isinstance(v, int) and not isinstance(v, bool) for v in visits.values()):
         raise ValueError("visits must count with integers")
     return Instance.from_json(data)
+
+
+def first_instance(name: str, rows: Sequence[Sequence[Any]]) -> Instance | None:
+    """The instance of the first row's record (a lookup by id or ref); one that can't be read
+    is the store's error, naming it."""
+    if not rows:
+        return None
+    try:
+        return read_instance(rows[0][0])
+    except ValueError as exc:
+        raise StoreError(f"{name}: a saved instance can't be read ({exc})") from None
+
+
+def readable(rows: Sequence[Sequence[Any]]) -> list[Instance]:
+    """The rows' instances; a damaged record is left out (validate reports it: INS-4), so one
+    bad row never blocks the idle list or the agent's stop."""
+    out = []
+    for row in rows:
+        try:
+            out.append(read_instance(row[0]))
+        except ValueError:
+            continue
+    return out
+
+
+def saved_rows(rows: Sequence[Sequence[Any]]) -> list[SavedRow]:
+    """(id, machine, record) rows, each read on its own: validate's INS rules."""
+    out = []
+    for id, machine, data in rows:
+        try:
+            out.append(SavedRow(id, machine, read_instance(data), None))
+        except ValueError as exc:
+            out.append(SavedRow(id, machine, None, str(exc)))
+    return out
 
 
 class InstanceStore(Protocol):

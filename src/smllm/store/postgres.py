@@ -31,7 +31,7 @@ from ..engine.records import HistoryRecord, Instance, InstanceWrite
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, StoreDump, read_instance
+from .base import SavedRow, StoreDump, first_instance, readable, saved_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -312,44 +312,27 @@ class PostgresStore:
 
     # -- instances -----------------------------------------------------------------------------
 
-    def _inst(self, rows: list[Any]) -> Instance | None:
-        if not rows:
-            return None
-        try:
-            return read_instance(rows[0][0])
-        except ValueError as exc:
-            raise StoreError(f"{self.name}: a saved instance can't be read ({exc})") from None
-
-    @staticmethod
-    def _readable(rows: list[Any]) -> list[Instance]:
-        """The rows' instances; a damaged record is left out (validate reports it: INS-4)."""
-        out = []
-        for row in rows:
-            try:
-                out.append(read_instance(row[0]))
-            except ValueError:
-                continue
-        return out
-
     def instance(self, machine: str, id: str) -> Instance | None:
-        return self._inst(
+        return first_instance(
+            self.name,
             self._read(
                 "SELECT data FROM smllm.instances WHERE namespace = %s AND id = %s "
                 "AND machine = %s",
                 (self.namespace, id, machine),
-            )
+            ),
         )
 
     def find(self, machine: str, id_or_ref: str) -> Instance | None:
         found = self.instance(machine, id_or_ref)
         if found is not None:
             return found
-        return self._inst(
+        return first_instance(
+            self.name,
             self._read(
                 "SELECT data FROM smllm.instances WHERE namespace = %s AND machine = %s "
                 "AND ref = %s",
                 (self.namespace, machine, id_or_ref),
-            )
+            ),
         )
 
     def taken(self, machine: str, value: str) -> bool:
@@ -375,7 +358,7 @@ class PostgresStore:
             sql += " LIMIT %s"
             args.append(limit)
         rows = self._read(sql, args)
-        found = self._readable(rows)
+        found = readable(rows)
         count = (total[0][0] if total else 0) - (len(rows) - len(found))
         return found, count
 
@@ -394,7 +377,7 @@ class PostgresStore:
             f"SELECT data FROM smllm.instances WHERE {' AND '.join(clauses)} ORDER BY updated DESC",
             args,
         )
-        return self._readable(rows)
+        return readable(rows)
 
     def held_by(self, key: str) -> list[Instance]:
         rows = self._read(
@@ -402,20 +385,15 @@ class PostgresStore:
             "AND status IN ('active', 'interrupted') ORDER BY updated DESC, id",
             (self.namespace, key),
         )
-        return self._readable(rows)
+        return readable(rows)
 
     def saved(self) -> list[SavedRow]:
-        out = []
-        rows = self._read(
-            "SELECT id, machine, data FROM smllm.instances WHERE namespace = %s ORDER BY id",
-            (self.namespace,),
+        return saved_rows(
+            self._read(
+                "SELECT id, machine, data FROM smllm.instances WHERE namespace = %s ORDER BY id",
+                (self.namespace,),
+            )
         )
-        for id, machine, data in rows:
-            try:
-                out.append(SavedRow(id, machine, read_instance(data), None))
-            except ValueError as exc:
-                out.append(SavedRow(id, machine, None, str(exc)))
-        return out
 
     def dump(self) -> StoreDump:
         def read(conn: psycopg.Connection[Any]) -> StoreDump:

@@ -26,7 +26,7 @@ from ..engine.records import (
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, StoreDump, read_instance
+from .base import SavedRow, StoreDump, first_instance, readable, saved_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -198,39 +198,21 @@ class SqliteStore:
 
     # -- instances -----------------------------------------------------------------------------
 
-    def _inst(self, rows: list[Any]) -> Instance | None:
-        if not rows:
-            return None
-        try:
-            return read_instance(rows[0][0])
-        except ValueError as exc:
-            raise StoreError(f"{self.path}: a saved instance can't be read ({exc})") from None
-
-    @staticmethod
-    def _readable(rows: list[Any]) -> list[Instance]:
-        """The rows' instances; a damaged record is left out (validate reports it: INS-4),
-        so one bad row never blocks the idle list or the agent's stop."""
-        out = []
-        for row in rows:
-            try:
-                out.append(read_instance(row[0]))
-            except ValueError:
-                continue
-        return out
-
     def instance(self, machine: str, id: str) -> Instance | None:
-        return self._inst(
-            self._read("SELECT data FROM instances WHERE id = ? AND machine = ?", (id, machine))
+        return first_instance(
+            self.name,
+            self._read("SELECT data FROM instances WHERE id = ? AND machine = ?", (id, machine)),
         )
 
     def find(self, machine: str, id_or_ref: str) -> Instance | None:
         found = self.instance(machine, id_or_ref)
         if found is not None:
             return found
-        return self._inst(
+        return first_instance(
+            self.name,
             self._read(
                 "SELECT data FROM instances WHERE machine = ? AND ref = ?", (machine, id_or_ref)
-            )
+            ),
         )
 
     def taken(self, machine: str, value: str) -> bool:
@@ -256,7 +238,7 @@ class SqliteStore:
             sql += " LIMIT ?"
             args += (limit,)
         rows = self._read(sql, args)
-        found = self._readable(rows)
+        found = readable(rows)
         count = (total[0][0] if total else 0) - (len(rows) - len(found))
         return found, count
 
@@ -272,7 +254,7 @@ class SqliteStore:
             args += list(statuses)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         rows = self._read(f"SELECT data FROM instances{where} ORDER BY updated DESC", args)
-        return self._readable(rows)
+        return readable(rows)
 
     def held_by(self, key: str) -> list[Instance]:
         rows = self._read(
@@ -280,16 +262,10 @@ class SqliteStore:
             "AND json_extract(data, '$.holder') = ? ORDER BY updated DESC, id",
             (key,),
         )
-        return self._readable(rows)
+        return readable(rows)
 
     def saved(self) -> list[SavedRow]:
-        out = []
-        for id, machine, data in self._read("SELECT id, machine, data FROM instances ORDER BY id"):
-            try:
-                out.append(SavedRow(id, machine, read_instance(data), None))
-            except ValueError as exc:
-                out.append(SavedRow(id, machine, None, str(exc)))
-        return out
+        return saved_rows(self._read("SELECT id, machine, data FROM instances ORDER BY id"))
 
     def dump(self) -> StoreDump:
         conn = self._connect(write=False)
