@@ -221,8 +221,10 @@ class PostgresStore:
         import psycopg
         from psycopg import errors
 
-        if isinstance(exc, errors.LockNotAvailable):
-            return StoreBusy()
+        if isinstance(
+            exc, (errors.LockNotAvailable, errors.TransactionRollback, errors.DeadlockDetected)
+        ):
+            return StoreBusy()  # waited its 5 s, or lost to a deadlock twice
         if isinstance(exc, errors.QueryCanceled):
             return StoreError(f"the store at {self.host} gave up: {_reason(exc, self.url)}")
         if isinstance(exc, psycopg.OperationalError):
@@ -286,14 +288,22 @@ class PostgresStore:
     def _run(self, write: bool, fn: Callable[[psycopg.Connection[Any]], T], empty: T) -> T:
         """`fn` on a ready connection, retried once on a fresh connection where the old one
         was found dead (a server restarted since this process last used it): nothing of a
-        transaction a dead connection held was committed, so running it again is safe."""
+        transaction a dead connection held was committed, so running it again is safe. So is
+        running again one the server rolled back to break a deadlock (two calls writing two
+        instances in opposite orders): the version checks then tell who lost."""
         import psycopg
+        from psycopg import errors
 
         for attempt in (1, 2):
             try:
                 if not self._ready(write):
                     return empty
                 return fn(self._connection())
+            except (errors.TransactionRollback, errors.DeadlockDetected) as exc:
+                # (psycopg's DeadlockDetected is no TransactionRollback, though 40P01 is one)
+                if attempt == 1:
+                    continue
+                raise self._error(exc) from None
             except psycopg.OperationalError as exc:
                 dead = self._conn is None or self._conn.broken or self._conn.closed
                 if attempt == 1 and dead:
