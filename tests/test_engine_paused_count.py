@@ -1,19 +1,17 @@
-"""A known defect, found while writing mutation tests (issue 12 §4): the idle list in the reply
-of a call that completes a paused instance at once (enter with a state whose `always` leads to
-a final state) counts that instance as still paused when it lies beyond the rows
-`idle.paused_after` fetches (limit + written + 1), so "…and N more" and listPaused's count are
-one too many until the next call."""
+"""Found while writing mutation tests (issue 12 §4): the idle list in the reply of a call that
+completes a paused instance at once (enter with a state whose `always` leads to a final state)
+counted that instance as still paused when it lay beyond the rows `idle.paused_after` fetches
+(limit + written + 1), so "…and N more" and listPaused's count were one too many until the
+next call."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from test_mutants_engine_more import inst, lines, machines_world
 from test_mutants_engine_more_idle import QUICK
 
 
-@pytest.mark.xfail(strict=True, reason="idle.paused_after: a written instance beyond the fetch")
 def test_completing_an_old_paused_instance_counts_it_no_longer(tmp_path: Path) -> None:
     world = machines_world(tmp_path, QUICK)
     for n in range(1, 14):

@@ -65,6 +65,15 @@ def paused_after(
     mine = {i.id for i in written}
     fetch = None if limit is None else limit + len(mine) + 1
     stored, total = reader.paused(machines, fetch)
+    if total > len(stored):
+        # the fetch was cut: a written instance paused in the store may lie beyond it, counted
+        # in `total` though this commit moves it on (e.g. completed at once by `always`)
+        seen = {i.id for i in stored}
+        for inst in written:
+            if inst.id not in seen and inst.machine in loaded.machines:
+                before = reader.instance(inst.machine, inst.id)
+                if before is not None and before.status == "paused":
+                    total -= 1
     listed = [i for i in stored if i.id not in mine]
     total -= len(stored) - len(listed)
     for inst in written:
