@@ -41,6 +41,16 @@ def bindir() -> Path:
     raise RuntimeError(f"no initdb found: install the {INSTALL}")
 
 
+def runuser() -> str:
+    """util-linux's runuser: in /usr/sbin or /sbin, which a PATH may leave out (a CI's)."""
+    found = shutil.which("runuser") or next(
+        (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.access(p, os.X_OK)), None
+    )
+    if found is None:
+        raise RuntimeError("no runuser found (util-linux): needed to run the server as postgres")
+    return found
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -66,7 +76,7 @@ class PgServer:
 
     def _cmd(self, args: list[str]) -> list[str]:
         if self.as_postgres:
-            return [*self.prefix, "runuser", "-u", "postgres", "--", *args]
+            return [*self.prefix, runuser(), "-u", "postgres", "--", *args]
         return [*self.prefix, *args]
 
     def run(self, args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]:
