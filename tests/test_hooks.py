@@ -275,11 +275,6 @@ def test_a_prompt_with_nothing_to_clear_writes_nothing(project: Path, env: dict[
     assert audit(key, project, env) == ["bind", "event"]
 
 
-# -- the instance moved, or was left behind (engine.md §7.1, §10) ---------------------------------
-# The stop hook and the session-start hook read the shared instance records: on PostgreSQL as on
-# SQLite, a session learns of a takeover by another, and takes back what a crash left it holding.
-
-
 # -- Copilot's continuation ----------------------------------------------------------------------
 
 
