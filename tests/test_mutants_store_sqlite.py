@@ -158,3 +158,20 @@ def test_the_store_names_itself_in_a_saved_instance_s_error(tmp_path: Path) -> N
     with pytest.raises(StoreError) as caught:
         again.instance("dev", "a")
     assert str(caught.value).startswith(f"{store.path}: a saved instance can't be read (")
+
+
+def test_the_switch_waits_10_ms_and_gives_up_only_past_its_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    slept: list[float] = []
+    # the deadline is 0 + BUSY_TIMEOUT_SECS; the clock then reads exactly it, then past it
+    clock = iter([0.0, 5.0, 5.0, 5.5])
+    conn = Switch([None, "delete", "", "WAL"])
+    with monkeypatch.context() as m:
+        m.setattr(time, "monotonic", lambda: next(clock))
+        m.setattr(time, "sleep", slept.append)
+        SqliteStore._wal(conn)  # type: ignore[arg-type]
+    assert conn.tries == 3  # at the deadline it tries again; past it, it stops (no "WAL")
+    assert slept == [0.01, 0.01]
