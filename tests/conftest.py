@@ -119,9 +119,7 @@ def write_machine(folder: Path, name: str, text: str) -> Path:
             state = text[text.index("\n[state]") :]
     if path.name not in files:
         files.append(path.name)
-    config.write_text(
-        "[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n" + state
-    )
+    config.write_text("[machines]\nfiles = [" + ", ".join(f'"{f}"' for f in files) + "]\n" + state)
     return path
 
 
@@ -205,8 +203,7 @@ def use_postgres(
     monkeypatch.setenv("SMLLM_TEST_PG", url)
     config = project / ".smllm" / "config.toml"
     config.write_text(
-        config.read_text()
-        + f'\n[state]\nurl-env = "SMLLM_TEST_PG"\nnamespace = "{namespace}"\n'
+        config.read_text() + f'\n[state]\nurl-env = "SMLLM_TEST_PG"\nnamespace = "{namespace}"\n'
     )
 
 
