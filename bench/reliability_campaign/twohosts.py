@@ -105,7 +105,8 @@ def twohosts(world: World, size: Size, v: Verdict) -> None:
         f"per host"
     )
     if os.geteuid() != 0 or shutil.which("ip") is None:
-        v.fail("two hosts: needs root and `ip` (iproute2) for network namespaces")
+        # a machine's limits, not a broken invariant: said, not failed (the other runs go on)
+        line("not run", "needs root and `ip` (iproute2) to make network namespaces")
         return
     net = Net()
     server: Any = None
