@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import RefTaken, StoreConflict
+from ..errors import RefTaken, StoreConflict, StoreError
 from ..machine.model import StoreSpec
 from .common import Exit, config_option, emit_json, read_toml_for_edit, write_atomically
 
@@ -161,7 +161,7 @@ def _same(a: StoreSpec, b: StoreSpec) -> bool:
 
     try:
         return (store_url(a), a.namespace) == (store_url(b), b.namespace)
-    except Exception:  # an unset url-env: open_store says so, at use
+    except StoreError:  # an unset url-env: open_store says so, at use
         return False
 
 
