@@ -240,12 +240,15 @@ def process_block(
     return out
 
 
+# a hot command ends through os._exit (no exit handlers): the dump goes before it too
 _DUMP = (
-    "import atexit, runpy, sys\n"
+    "import atexit, os, runpy, sys\n"
     "def _dump():\n"
     "    with open({out!r}, 'w') as f:\n"
     "        f.write('\\n'.join(sorted(sys.modules)))\n"
     "atexit.register(_dump)\n"
+    "_exit = os._exit\n"
+    "os._exit = lambda code: (_dump(), _exit(code))\n"
     "sys.argv = {argv!r}\n"
     "{run}\n"
 )
@@ -344,7 +347,7 @@ def _package_files(repo: str) -> list[str]:
 def _digest(repo: str) -> str:
     """The hash of the sources and of the interpreter a venv of them would run on."""
     base = getattr(sys, "_base_executable", sys.executable)
-    h = hashlib.sha256(f"{sys.version}\0{base}\0".encode())
+    h = hashlib.sha256(f"{sys.version}\0{base}\0{_PIP}\0".encode())
     for path in _package_files(repo):
         h.update(os.path.relpath(path, repo).encode() + b"\0")
         with open(path, "rb") as f:
@@ -359,10 +362,52 @@ def _pip(what: str, argv: list[str]) -> None:
         raise RuntimeError(f"`pip {what}` failed: {lines[-1] if lines else proc.returncode}")
 
 
-def _pip_install(repo: str, python: str) -> str:
-    """`pip install REPO` into the venv of `python`, by this interpreter's pip: a wheel built
-    from a copy of the sources (an in-tree build would leave build/ and egg-info in the repo),
-    then installed (pip compiles its .pyc). Raises RuntimeError saying why it failed."""
+#: the first pip whose console-script template doesn't import `re` (pip 25.2, July 2025): what a
+#: user installing today gets (a current pip, pipx or uv); older pips add `import re` (+9 ms here)
+#: before smllm's first line runs, which no code of smllm's can change
+_PIP = "pip>=25.2"
+
+
+def _current_pip(cache: str) -> tuple[list[str], str]:
+    """A pip of `_PIP` to install with: this interpreter's where it is one, else a pip wheel
+    downloaded once into `cache` and run from the wheel file (pip runs from its own wheel).
+    Falls back to this interpreter's pip where the download fails (offline): (argv, which)."""
+    here = [sys.executable, "-m", "pip"]
+    proc = subprocess.run([*here, "--version"], capture_output=True, text=True)
+    version = proc.stdout.split()[1] if proc.returncode == 0 and proc.stdout else "0"
+    if tuple(int(p) for p in version.split(".")[:2] if p.isdigit()) >= (25, 2):
+        return here, f"pip {version}"
+    folder = os.path.join(cache, "pip")
+    wheels = (
+        sorted(n for n in os.listdir(folder) if n.endswith(".whl")) if os.path.isdir(folder) else []
+    )
+    if not wheels:
+        get = [
+            *here,
+            "--disable-pip-version-check",
+            "--quiet",
+            "download",
+            "--no-deps",
+            "--dest",
+            folder,
+        ]
+        subprocess.run([*get, _PIP], capture_output=True, text=True, timeout=300)
+        wheels = (
+            sorted(n for n in os.listdir(folder) if n.endswith(".whl"))
+            if os.path.isdir(folder)
+            else []
+        )
+    if not wheels:
+        return here, f"pip {version} (no {_PIP} could be downloaded: its template imports re)"
+    wheel = os.path.join(folder, wheels[-1])
+    return [sys.executable, os.path.join(wheel, "pip")], f"pip {wheels[-1].split('-')[1]}"
+
+
+def _pip_install(repo: str, python: str, cache: str) -> str:
+    """`pip install REPO` into the venv of `python` by a current pip (`_current_pip`): a wheel
+    built from a copy of the sources (an in-tree build would leave build/ and egg-info in the
+    repo), then installed (pip compiles its .pyc). Raises RuntimeError saying why it failed."""
+    tool, which = _current_pip(cache)
     with tempfile.TemporaryDirectory(prefix="bench-build-") as tmp:
         tree = os.path.join(tmp, "tree")
         for path in _package_files(repo):
@@ -370,11 +415,11 @@ def _pip_install(repo: str, python: str) -> str:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             shutil.copy2(path, dest)
         wheels = os.path.join(tmp, "wheels")
-        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+        pip = [*tool, "--disable-pip-version-check", "--quiet"]
         _pip("wheel", [*pip, "wheel", "--no-deps", "--wheel-dir", wheels, tree])
         built = [os.path.join(wheels, n) for n in os.listdir(wheels)]
         _pip("install", [*pip, "--python", python, "install", "--no-deps", "--no-index", *built])
-    return "pip install --no-deps of a wheel built from the sources"
+    return f"{which} install --no-deps of a wheel built from the sources"
 
 
 def _copy_install(repo: str, python: str, package: str, entry: str) -> str:
@@ -394,11 +439,11 @@ def _copy_install(repo: str, python: str, package: str, entry: str) -> str:
     subprocess.run([python, "-m", "compileall", "-q", dest], check=True, capture_output=True)
     module, func = entry.split(":")
     script = _bin(os.path.dirname(os.path.dirname(python)), package)
-    with open(script, "w") as f:  # pip's template for a console script
+    with open(script, "w") as f:  # the console-script template of pip >= 25.2 (_PIP)
         f.write(
-            f"#!{python}\nimport re\nimport sys\nfrom {module} import {func}\n"
+            f"#!{python}\nimport sys\nfrom {module} import {func}\n"
             "if __name__ == '__main__':\n"
-            "    sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+            "    sys.argv[0] = sys.argv[0].removesuffix('.exe')\n"
             f"    sys.exit({func}())\n"
         )
     os.chmod(script, 0o755)
@@ -426,7 +471,7 @@ def regular_install(repo: str, cache: str, package: str, entry: str) -> tuple[st
     try:
         venv.create(folder, with_pip=False, symlinks=os.name != "nt")
         try:
-            how = _pip_install(repo, python)
+            how = _pip_install(repo, python, cache)
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             how = f"{_copy_install(repo, python, package, entry)} ({exc})"
         with open(ready, "w") as f:

@@ -35,6 +35,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from smllm.engine.call import Call, Outcome
 from smllm.engine.fire import fire, lost
 from smllm.engine.host import Host
+from smllm.engine.prompt import prompt_submitted
 from smllm.engine.records import (
     ACTIVE,
     INTERRUPTED,
@@ -49,7 +50,7 @@ from smllm.engine.records import (
 )
 from smllm.engine.recover import recovery
 from smllm.engine.reply import Reply
-from smllm.engine.view import StopOutcome, prompt_submitted, stop, view
+from smllm.engine.view import StopOutcome, stop, view
 from smllm.errors import RefTaken, StoreConflict
 from smllm.machine.model import Loaded
 from smllm.text.block import render

@@ -20,6 +20,7 @@ from scripted_host import ScriptedHost
 from smllm.engine.call import Outcome
 from smllm.engine.fire import fire
 from smllm.engine.host import CommandResult
+from smllm.engine.prompt import prompt_submitted
 from smllm.engine.records import (
     AuditRecord,
     HistoryRecord,
@@ -28,7 +29,7 @@ from smllm.engine.records import (
     Session,
     SessionWrite,
 )
-from smllm.engine.view import ALLOW, prompt_submitted, stop, view
+from smllm.engine.view import ALLOW, stop, view
 from smllm.errors import StoreConflict
 from smllm.machine.configs.config import load_configs
 from smllm.text.block import render

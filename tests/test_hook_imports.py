@@ -53,14 +53,23 @@ FORBIDDEN = frozenset(
 #: the common forms of both commands skip argparse)
 SLOW_STDLIB = frozenset({"json", "re", "enum", "pickle", "zlib", "typing", "argparse"})
 
+# a hot command ends through os._exit, skipping exit handlers (smllm.cli.main._exit_now): the
+# dump then goes just before it, and says so on its first line
 _WRAPPER = """\
-import atexit, runpy, sys
+import atexit, os, runpy, sys
 
-def _dump():
+def _dump(how="exit handlers"):
     with open({out!r}, "w") as f:
-        f.write("\\n".join(sorted(sys.modules)))
+        f.write(how + "\\n" + "\\n".join(sorted(sys.modules)))
 
 atexit.register(_dump)
+_exit = os._exit
+
+def _quick(code):
+    _dump("os._exit")
+    _exit(code)
+
+os._exit = _quick
 sys.argv = {argv!r}
 {run}
 """
@@ -94,9 +103,15 @@ def loaded(
     # no dump means the process never reached its exit handlers: not "no modules" (a test
     # counting that as clean could pass on a crash)
     assert out.exists(), f"no module dump from {args}: rc {proc.returncode}, {proc.stderr[-500:]}"
-    names = set(out.read_text().split())
+    how, _, text = out.read_text().partition("\n")
+    names = set(text.split())
     out.unlink()
+    _ENDINGS[str(out)] = how
     return Ran(proc.returncode, proc.stdout, proc.stderr), names
+
+
+#: dump path → how the last process that wrote it ended ("os._exit" or "exit handlers")
+_ENDINGS: dict[str, str] = {}
 
 
 def slow(
@@ -168,6 +183,7 @@ def test_warm_session_show_imports_nothing_heavy(
     # for adapters smllm never uses, and a view reads no clock
     assert "_sqlite3" in names
     assert not {"sqlite3", "sqlite3.dbapi2", "datetime"} & (names - baseline)
+    assert _ENDINGS[str(tmp_path / "modules.txt")] == "os._exit"  # a hot command
     assert slow(["session", "show", key], project, env, tmp_path) == []
 
 
@@ -197,6 +213,10 @@ def test_statusline_imports_nothing_heavy(
     ran, names = loaded(argv, project, env, tmp_path / "m.txt")
     assert ran.code == 0 and "dev › PLAN" in ran.out, ran
     assert forbidden(names, baseline) == []
+    assert _ENDINGS[str(tmp_path / "m.txt")] == "os._exit"  # a hot command
+    # the status of a held session reads no events: no replies, rules or block text
+    assert not {"smllm.engine.reply", "smllm.engine.rules", "smllm.text.block"} & names
+    assert "smllm.engine.recover" not in names  # held: nothing to recover
     assert slow(["statusline", "--session", key, "--json"], project, env, tmp_path) == []
 
 
@@ -218,6 +238,8 @@ def test_warm_fire_imports_nothing_heavy(
 
     assert ran.code == 0, ran.err
     assert forbidden(names, baseline) == []
+    # not a hot command: a fire ends as Python does (exit handlers and finalizers run)
+    assert _ENDINGS[str(tmp_path / "mods.txt")] == "exit handlers"
     if event[0] == "yield":  # planned runs a guard command: subprocess needs signal, enum, re
         key = _enter(project, env)  # the first call moved the session on
         assert slow(["fire", "--session", key, *event], project, env, tmp_path) == []
@@ -354,12 +376,20 @@ def test_hooks_import_nothing_heavy(
     assert "smllm.harness.hook" in names  # the hook ran: the test can fail
     assert forbidden(names, baseline) == []
     assert not {"argparse", "smllm.cli.parser"} & names
+    # datetime.py costs ~2 ms: the clock is read through _datetime (smllm.clock)
+    assert "datetime" not in names - baseline
+    # and the process skips the interpreter's teardown (smllm.cli.main._exit_now)
+    assert _ENDINGS[str(tmp_path / "hook.txt")] == "os._exit"
     if hook != "session-start":  # no config lookup: the bound session names its configs
         assert "smllm.machine.configs.config" not in names
     if hook == "user-prompt-submit" or doing in ("idle", "unbound"):
         assert "smllm.machine.configs.cache" not in names, "loaded the configs"
     if hook == "user-prompt-submit" and doing == "held":  # nothing to clear: no engine
         assert "smllm.api.app" not in names
+    if doing == "yielded":  # a yielded stop reads the instance's holder, not the engine
+        assert not {"smllm.api.app", "smllm.engine.view", "smllm.engine.reply"} & names
+    if hook == "user-prompt-submit":  # clearing a yield or blocks needs no machine either
+        assert not {"smllm.api.app", "smllm.machine.model", "smllm.engine.view"} & names
     if doing == "unbound":
         assert "smllm.api.app" not in names
     # the run above moved the session on: back to where it was, for the run without site

@@ -125,3 +125,38 @@ def test_hooks_and_a_crash_between_the_two_commits(
     assert (s["holding"]["state"], s["blocks"]) == ("PLAN", 1)
     [issue] = StoreRows.of(project, env).instance_rows(ref="GH-1")
     assert (issue["holder"], issue["version"]) == (a, 1)  # the instance was not written
+
+
+def test_a_yielded_stop_is_free_while_the_session_holds_its_instance(
+    store_project: Path, env: dict[str, str]
+) -> None:
+    """A yielded session's stop is decided without the App (api/sessions.py stops_yielded):
+    allowed with nothing written while it holds its instance; once the instance has moved, the
+    stop blocks once to say so, as for any held session."""
+    project = store_project
+    a = held("claude", project, env, "h1")
+    assert smllm(["fire", "--session", a, "yield"], project, env).code == 0
+    before = (sessions(project, env), audit(a, project, env))
+    for active in (False, True, False):
+        assert stop(project, env, active=active).out == "{}\n"
+    assert (sessions(project, env), audit(a, project, env)) == before
+
+    b = held("claude", project, env, "h2")  # takes GH-1 over while A has yielded
+    reason = json.loads(stop(project, env).out)["reason"]
+    assert reason.startswith(f"<smllm>\nsession {a} · idle\n"), reason
+    assert f"issue GH-1 moved to session {b}; you are in idle" in reason, reason
+    assert audit(a, project, env)[-1] == "moved"
+    assert stop(project, env).out == "{}\n"  # idle now
+
+
+def test_a_yielded_stop_after_the_instance_was_paused_elsewhere(
+    store_project: Path, env: dict[str, str]
+) -> None:
+    project = store_project
+    a = held("claude", project, env, "h1")
+    assert smllm(["fire", "--session", a, "yield"], project, env).code == 0
+    b = held("claude", project, env, "h2")
+    assert smllm(["fire", "--session", b, "pause"], project, env).code == 0
+    reason = json.loads(stop(project, env).out)["reason"]
+    assert "issue GH-1 is paused; you are in idle" in reason, reason
+    assert audit(a, project, env)[-1] == "moved"

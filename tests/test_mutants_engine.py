@@ -12,7 +12,8 @@ import pytest
 from memory_world import DEV_MACHINE, World, write_project
 from scripted_host import ScriptedHost
 
-from smllm.engine.idle import kind_of, left_message, sort_paused
+from smllm.engine.held import kind_of, left_message
+from smllm.engine.idle import sort_paused
 from smllm.engine.records import (
     AuditRecord,
     HistoryRecord,

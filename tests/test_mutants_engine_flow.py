@@ -13,8 +13,9 @@ from memory_world import DEV_MACHINE, World, write_project
 from scripted_host import ScriptedHost
 
 from smllm.engine.fire import fire, lost
+from smllm.engine.prompt import prompt_submitted
 from smllm.engine.records import AuditRecord, Instance, block_digest
-from smllm.engine.view import Decision, prompt_submitted, stop
+from smllm.engine.view import Decision, stop
 from smllm.errors import RefTaken, StoreConflict
 from smllm.machine.configs.config import load_configs
 from smllm.text.block import render
@@ -156,7 +157,7 @@ def test_stop_after_the_instance_left(world: Scripted) -> None:
     assert out.audit == (AuditRecord(out.audit[0].at, "moved", {"message": left}),)
 
 
-# --- view.prompt_submitted --------------------------------------------------------------------
+# --- prompt.prompt_submitted ------------------------------------------------------------------
 
 
 def test_a_prompt_after_blocks(world: Scripted) -> None:

@@ -8,26 +8,29 @@ race into the engine's "another session changed …" reply. Surfaces (CLI, MCP, 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
-from ..engine.host import Host
-from ..engine.records import Session, iso
-from ..engine.reply import Reply
+from ..engine.records import iso
 from ..errors import (
     CallError,
     RefTaken,
     SessionBusy,
     StoreConflict,
 )
-from ..machine.model import Loaded, StoreSpec
 from ..recordclass import Record
-from ..store.base import InstanceStore, SessionStore
 from .calllock import CallLock
-from .stores import Stores, state_home, user_store
+from .sessions import PASS_KEY, locked, session_of
+from .stores import Stores, user_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
+
+    from ..engine.host import Host
+    from ..engine.records import Session
+    from ..engine.reply import Reply
+    from ..machine.model import Loaded, StoreSpec
+    from ..store.base import InstanceStore, SessionStore
 
 if TYPE_CHECKING:
     # the fire path loads the whole engine; a view (every hook) needs only its part of it
@@ -36,11 +39,6 @@ if TYPE_CHECKING:
     from ..engine.view import StopOutcome
 
 __all__ = ["App", "CallError", "Result"]
-
-_PASS_KEY = (
-    "pass the session key from the latest <smllm> header, or fire enter without one "
-    "to start a session"
-)
 
 
 class Result(Record):
@@ -115,10 +113,7 @@ class App:
         return load_cached(configs)
 
     def session(self, key: str) -> Session:
-        s = self.user.session(key)
-        if s is None:
-            raise CallError(f"no session {key}; {_PASS_KEY}")
-        return s
+        return session_of(self.user, key)
 
     # -- calls ---------------------------------------------------------------------------------
 
@@ -127,7 +122,7 @@ class App:
         from ..engine.view import view
 
         if key is None:
-            raise CallError(f"to see where you are, {_PASS_KEY}")
+            raise CallError(f"to see where you are, {PASS_KEY}")
         s = self.session(key)
         loaded, stores = self._opened(s)
         s = self._recovered(loaded, s, stores, write=False)
@@ -146,14 +141,7 @@ class App:
         return self.user.binding(harness, host_session)
 
     def _locked(self, key: str) -> tuple[Session, CallLock] | None:
-        """The session as it is once this call holds its call lock (engine.md §10: one call of
-        a session at a time), and the lock to release; None while another call holds it. An
-        unknown key is a CallError before any lock file is made."""
-        self.session(key)
-        lock = CallLock(state_home(), key)
-        if not lock.acquire():
-            return None
-        return self.session(key), lock
+        return locked(self.user, key)
 
     def _opened(self, session: Session) -> tuple[Loaded, Stores]:
         """The session's machines, and its stores read as one."""
@@ -164,10 +152,10 @@ class App:
         """`session`, holding again the instance it holds by the instance records (the truth) when
         a crash cut a call off between its instance and its session commits. A view only
         shows it; a call writes it first (under the call lock)."""
-        from ..engine.recover import recovery
-
         if session.holding is not None:
             return session
+        from ..engine.recover import recovery
+
         found = recovery(loaded, session, stores.held_by(session.key), lambda: iso(self.host.now()))
         if found is None:
             return session
@@ -190,7 +178,7 @@ class App:
         """Fire one event. Post-state on error: CallError (SessionBusy included) and
         StoreError leave every store as it was, and no command has run."""
         if key is None and event != "enter":
-            raise CallError(f"{event} needs a session; {_PASS_KEY}")
+            raise CallError(f"{event} needs a session; {PASS_KEY}")
         if key is None:
             return self._fire(None, self.configs_here(), event, params, source, harness)
         locked = self._locked(key)
@@ -305,24 +293,10 @@ class App:
             lock.release()
 
     def prompt_submitted(self, key: str, prompt: str | None = None) -> None:
-        """A user prompt clears `yielded` and `blocks` (engine.md §9), unless `prompt` is the
-        text of the session's last block (a harness going on after it). While another call of
-        the session runs, nothing is written (that call's accepted event clears them)."""
-        from ..engine.view import prompt_submitted
+        """A user prompt clears `yielded` and `blocks` (engine.md §9): sessions.py."""
+        from .sessions import prompt_submitted
 
-        locked = self._locked(key)
-        if locked is None:
-            return
-        s, lock = locked
-        try:
-            write, audit = prompt_submitted(s, self.host, prompt)
-            if write is not None:
-                try:  # noqa: SIM105 - as above
-                    self.user.commit_session(write, audit)
-                except StoreConflict:
-                    pass
-        finally:
-            lock.release()
+        prompt_submitted(self.user, self.host, key, prompt)
 
     def bind(self, harness: str, host_session: str, cwd: str) -> Result | None:
         """The session-start hook: the bound session's view, or a new session in idle.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine.idle import kind_of
+from ..engine.held import kind_of
 from ..engine.records import Instance, Session
 from ..errors import CallError, NoConfig, NotFound, StoreError
 from ..machine.model import Loaded

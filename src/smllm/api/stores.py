@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 
-from ..engine.idle import sort_paused
-from ..engine.records import Instance
 from ..errors import StoreError
-from ..machine.model import Loaded, StoreSpec
-from ..store.base import InstanceStore, SessionStore
 from ..store.sqlite import SqliteStore
 from ..store.user import state_home, user_store
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ..engine.records import Instance
+    from ..machine.model import Loaded, StoreSpec
+    from ..store.base import InstanceStore, SessionStore
 
 __all__ = ["Stores", "open_store", "state_home", "store_url", "user_store"]
 
@@ -123,7 +126,9 @@ class Stores:
             listed, count = store.paused(names, limit)
             found.extend(listed)
             total += count
-        if len(groups) > 1:
+        if len(groups) > 1:  # several stores: their lists merged in the engine's order
+            from ..engine.idle import sort_paused
+
             sort_paused(found)
             if limit is not None:
                 found = found[:limit]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ..engine.host import CommandResult, PromptError
-from ..machine.model import Command
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from ..engine.host import CommandResult
+    from ..machine.model import Command
 
 __all__ = ["ALPHABET", "SystemHost", "random_id"]
 
@@ -30,14 +30,15 @@ class SystemHost:
         self.env = dict(env if env is not None else os.environ)
 
     def now(self) -> datetime:
-        from datetime import UTC, datetime
+        from ..clock import utc_now
 
-        return datetime.now(UTC)
+        return utc_now()
 
     def new_id(self, prefix: str) -> str:
         return random_id(prefix)
 
     def run_command(self, command: Command, cwd: str, env: Mapping[str, str]) -> CommandResult:
+        from ..engine.host import CommandResult
         from .processes import run_command
 
         full = {**self.env, **env}
@@ -51,6 +52,7 @@ class SystemHost:
         return CommandResult(result.ok, result.detail)
 
     def read_prompt(self, path: str) -> str | None:
+        from ..engine.host import PromptError
         from ..machine.checks.deep import read_text
 
         text, problem = read_text(path)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 from .common import Exit, fail, json_state, utf8
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from argparse import Namespace
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 __all__ = ["COMMANDS", "main"]
@@ -144,14 +144,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run(argv)
+        code = _run(argv)
     finally:
         if collecting:
             gc.enable()
+    if _quick_exit["now"]:
+        _exit_now(code)
+    return code
+
+
+#: set by `_run` for the commands a client runs on every stop, prompt and status refresh
+_quick_exit = {"now": False}
+_QUICK = frozenset({("harness", "hook"), ("statusline", None), ("session", "show")})
+
+
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: unloading ~100 modules and
+    finalizing their objects costs ~4 ms of a ~40 ms hook call, and a hook has nothing left to
+    do (its store connections are closed, its answer written). Only a real process of a hot
+    command gets here (`main()` without argv): an in-process caller always gets the code back."""
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 - contextlib would cost an import on the hook path
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # a closed pipe, a closed or no stream
+            pass
+    os._exit(code)
 
 
 def _run(argv: Sequence[str] | None) -> int:
     json_state.update(wanted=False, emitted=False)
+    _quick_exit["now"] = False
     if sys.stdout is None:  # started with stdout closed (`>&-`): do the work, print nowhere
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
     try:
@@ -170,6 +192,13 @@ def _run(argv: Sequence[str] | None) -> int:
             build().print_usage(sys.stderr)
             raise Exit(2, "no command given; smllm --help lists the commands")
         json_state["wanted"] = bool(getattr(args, "json", False))
+        if (args.command, getattr(args, "action", None)) in _QUICK and argv is None:
+            # a real process of a hot command: it ends through os._exit (_exit_now), and its
+            # SQLite connections with it, unclosed (keep_open_until_exit says why)
+            from ..store.sqlite import keep_open_until_exit
+
+            keep_open_until_exit()
+            _quick_exit["now"] = True
         code = _dispatch(args)
         if code == 1:
             code = fail(1, None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..machine.model import Machine, State
 from .call import Outcome
 from .context import Ctx, audits, history, machine_header, new_run, refuse_machine, session_write
-from .idle import kind_of
+from .held import kind_of
 from .moves import arrive, let_go
 from .records import INTERRUPTED, PAUSED, HistoryRecord, Instance, InstanceWrite
 from .reply import Reply

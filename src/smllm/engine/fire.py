@@ -18,8 +18,9 @@ from ..machine.model import Loaded, Machine, State
 from . import builtins, enter
 from .call import Call, Outcome
 from .context import Ctx, begin, machine_header, new_run, refuse_idle, refuse_machine
+from .held import kind_of, left_message
 from .host import Host, Reader
-from .idle import idle_prompt, idle_view, kind_of, left_message
+from .idle import idle_prompt, idle_view
 from .moves import arrive
 from .records import AuditRecord, Instance, SessionWrite
 from .reply import Header, Reply

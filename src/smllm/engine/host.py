@@ -6,16 +6,16 @@ The engine is a pure function of records, inputs and what the host answers. The 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from ..machine.model import Command
 from ..recordclass import Record
-from .records import Instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
     from typing import Protocol
+
+    from ..machine.model import Command
+    from .records import Instance
 else:
     Protocol = object  # the protocols only type-check; nothing isinstance-checks them
 

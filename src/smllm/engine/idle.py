@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..machine.model import Loaded
-from .host import Host, Reader
-from .records import ACTIVE, INTERRUPTED, Instance, Place, Session
+from .held import kind_of
+from .records import INTERRUPTED
 from .reply import EventItem, EventsList, IdleList, InstanceLine, MachineLine, ParamLine
 from .rules import BUILTIN_DESCRIPTIONS
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Sequence
+
+    from ..machine.model import Loaded
+    from .host import Host, Reader
+    from .records import Instance, Session
 
 __all__ = [
     "PAUSED_LIST_CUT",
@@ -20,8 +21,6 @@ __all__ = [
     "idle_prompt",
     "idle_view",
     "instance_line",
-    "kind_of",
-    "left_message",
     "sort_paused",
 ]
 
@@ -39,11 +38,6 @@ _STATE_DESC = (
     "no longer exists. Omit it to enter a new instance at the initial state, or an "
     "existing one at its saved state."
 )
-
-
-def kind_of(loaded: Loaded, machine: str) -> str:
-    m = loaded.machines.get(machine)
-    return m.kind if m is not None else "instance"
 
 
 def instance_line(loaded: Loaded, inst: Instance) -> InstanceLine:
@@ -206,17 +200,3 @@ def idle_prompt(loaded: Loaded, host: Host) -> tuple[str | None, str | None]:
         host, Action("prompt", text=text, file=idle.file, file_shown=idle.shown)
     )
     return found or None, failure
-
-
-def left_message(
-    loaded: Loaded, session: Session, inst: Instance | None, place: Place
-) -> str | None:
-    """engine.md §7.1: why the held instance has left the session, or None."""
-    if inst is None:
-        return f"instance {place.id} no longer exists; you are in idle"
-    kind = kind_of(loaded, inst.machine)
-    if inst.holder is not None and inst.holder != session.key:
-        return f"{kind} {inst.label} moved to session {inst.holder}; you are in idle"
-    if inst.status != ACTIVE:
-        return f"{kind} {inst.label} is {inst.status}; you are in idle"
-    return None

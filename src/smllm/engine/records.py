@@ -290,7 +290,7 @@ def repeats_block(digest: str, prompt: str) -> bool:
 
 
 def iso(now: datetime) -> str:
-    from datetime import UTC  # datetime loads only on the write path
+    from ..clock import UTC  # loads only on the write path
 
     return str(now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
 

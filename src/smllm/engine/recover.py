@@ -9,11 +9,15 @@ shows the session holding it, and the next call writes that first (audit `moved`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from .held import kind_of
+from .records import ACTIVE, INTERRUPTED, AuditRecord, SessionWrite
 
-from ..machine.model import Loaded
-from .idle import kind_of
-from .records import ACTIVE, INTERRUPTED, AuditRecord, Instance, Session, SessionWrite
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from ..machine.model import Loaded
+    from .records import Instance, Session
 
 __all__ = ["recovery"]
 

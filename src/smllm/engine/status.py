@@ -6,15 +6,17 @@ idle, and nothing is written.
 
 from __future__ import annotations
 
-from ..machine.model import Loaded
 from ..recordclass import Record
-from .host import Reader
-from .idle import kind_of, left_message
-from .records import INTERRUPTED, Instance, Session
+from .held import kind_of, left_message
+from .records import INTERRUPTED
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..machine.model import Loaded
+    from .host import Reader
+    from .records import Instance, Session
 
 __all__ = ["Status", "status"]
 

@@ -1,12 +1,12 @@
-"""Read-only views, the stop decision and the user-prompt bookkeeping (engine.md §4.4, §9)."""
+"""Read-only views and the stop decision (engine.md §4.4, §9); the user-prompt bookkeeping is
+engine/prompt.py."""
 
 from __future__ import annotations
 
-from ..machine.model import Loaded
 from ..recordclass import Record
-from .host import Host, Reader
-from .idle import idle_prompt, idle_view, left_message
-from .records import AuditRecord, Instance, Session, SessionWrite, block_digest, iso, repeats_block
+from .held import left_message
+from .idle import idle_prompt, idle_view
+from .records import AuditRecord, SessionWrite, block_digest, iso
 from .reply import Header, Reply
 from .rules import gone_events, gone_note, not_configured, state_events, unconfigured_events
 from .steps import entry_prompts
@@ -16,10 +16,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Final, Literal
 
+    from ..machine.model import Loaded
+    from .host import Host, Reader
+    from .records import Instance, Session
+
     DecisionValue = Literal["allow", "block", "runaway"]
 
 
-__all__ = ["ALLOW", "Decision", "StopOutcome", "prompt_submitted", "stop", "view"]
+__all__ = ["ALLOW", "Decision", "StopOutcome", "stop", "view"]
 
 
 def _idle_reply(
@@ -115,7 +119,7 @@ def stop(
 
     `render` gives a reply's text as the hook passes it on (`text.block.render`, which the
     engine doesn't import): a block records its digest in the session, so that a harness that
-    sends the block back as a prompt doesn't clear it (`prompt_submitted`). Without it the
+    sends the block back as a prompt doesn't clear it (`prompt.prompt_submitted`). Without it the
     block records none."""
     if session.holding is None:
         return ALLOW
@@ -167,26 +171,3 @@ def _digested(
         return new, frozenset(changes), None
     text = render(reply)
     return new._replace(last_block=block_digest(text)), frozenset({*changes, "lastBlock"}), text
-
-
-def prompt_submitted(
-    session: Session, host: Host, prompt: str | None = None
-) -> tuple[SessionWrite | None, tuple[AuditRecord, ...]]:
-    """A user prompt ends a yield and the run of blocks; writes only if that changes something.
-
-    A prompt that repeats the text of the session's last block, while that block still
-    counts, is the harness going on after it (Copilot fires its prompt hook then), not the
-    user: it changes nothing (engine.md §9)."""
-    if not session.yielded and session.blocks == 0:
-        return None, ()
-    if (
-        prompt is not None
-        and session.blocks >= 1
-        and session.last_block is not None
-        and repeats_block(session.last_block, prompt)
-    ):
-        return None, ()
-    at = iso(host.now())
-    new = session._replace(yielded=False, blocks=0, version=session.version + 1, last_active=at)
-    sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks", "lastActive"}))
-    return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded, "blocks": session.blocks}),)

@@ -162,15 +162,20 @@ def _answer(
         return {}, ""
     if hook == "user-prompt-submit":
         if session.yielded or session.blocks:  # else nothing to clear: no lock, no write
-            from ..api.app import App
+            # without the App: clearing them needs no machine, engine or config
+            from ..api.sessions import prompt_submitted
+            from ..api.system import SystemHost
 
-            app = App(cwd=_cwd(payload), user=user)
-            app.prompt_submitted(session.key, _text(payload, "prompt"))
+            prompt_submitted(user, SystemHost(), session.key, _text(payload, "prompt"))
         return {}, ""
     if session.holding is None:
         # rule 2: idle stops freely, without loading the configs (§5: an allowing stop
         # shouldn't); a session that a crash left idle while an instance names it as holder
         # is repaired by its next fire or view (engine.md §7.1, §10)
+        return {}, ""
+    from ..api.sessions import stops_yielded
+
+    if stops_yielded(user, session):  # rule 4, without loading the engine's views
         return {}, ""
     from ..api.app import App
 

@@ -7,11 +7,12 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 from __future__ import annotations
 
 from ..recordclass import Record
-from .findings import Finding
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from .findings import Finding
 
 __all__ = [
     "BUILTIN_EVENTS",

@@ -40,12 +40,31 @@ else:
     except ImportError:  # pragma: no cover - a Python without the split C module
         import sqlite3
 
-__all__ = ["BUSY_TIMEOUT_SECS", "SCHEMA_VERSION", "SqliteStore"]
+__all__ = ["BUSY_TIMEOUT_SECS", "SCHEMA_VERSION", "SqliteStore", "keep_open_until_exit"]
 
 #: engine.md §10: a writer waits at most 5 s for a lock.
 BUSY_TIMEOUT_SECS = 5.0
 
 SCHEMA_VERSION = 1
+
+#: the connections of a process that ends through os._exit, kept from closing (see below)
+_kept: list[sqlite3.Connection] | None = None
+
+
+def keep_open_until_exit() -> None:
+    """Leave every connection this process opens from now on open until it ends.
+
+    For the hot commands, which end through os._exit (smllm.cli.main): closing a store's last
+    connection makes SQLite checkpoint the WAL into the database (two syncs) and delete the
+    -wal and -shm files, which the next hook then makes again, syncing the folder at its
+    first commit: more than a tenth of a hook's time. Left open, the connections end with the
+    process as after a crash, which WAL is made for: the next connection reads the WAL as it
+    is, and checkpoints run as it fills (SQLite's 1,000 pages). What is committed is in the
+    WAL file either way, and `PRAGMA synchronous` decides its syncs, as before."""
+    global _kept
+    if _kept is None:
+        _kept = []
+
 
 #: version → the statements that bring a store from the previous version to it.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -126,6 +145,8 @@ class SqliteStore:
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
         self._conn = conn
+        if _kept is not None:
+            _kept.append(conn)  # not closed when this store is, nor when it is freed
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -166,7 +187,8 @@ class SqliteStore:
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            if _kept is None:
+                self._conn.close()
             self._conn = None
 
     def _read(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:

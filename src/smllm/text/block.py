@@ -9,28 +9,13 @@ from __future__ import annotations
 from ..engine.reply import EventsList, Header, IdleList, ParamLine, Reply
 from ..engine.rules import quoted
 from ..jsontext import dumps as _json_dumps
+from .escape import escape
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["escape", "render", "session_call"]
-
-_TAG: Any = None  # compiled on the first `<`: most replies have none, and `re` costs ~5 ms
-
-
-def escape(text: str) -> str:
-    """One line of text from outside: line breaks as `\\n`/`\\r`, `<` of our tags as `&lt;`."""
-    global _TAG
-    if "\n" in text or "\r" in text:
-        text = text.replace("\n", "\\n").replace("\r", "\\r")
-    if "<" in text:
-        if _TAG is None:
-            import re
-
-            _TAG = re.compile(r"<(?=/?(?:smllm|instructions|events))", re.IGNORECASE)
-        text = _TAG.sub("&lt;", text)
-    return text
 
 
 def session_call(key: str | None) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..engine.records import AuditRecord, HistoryRecord, Instance, Session, minute
 from ..recordclass import Record
-from .block import escape
+from .escape import escape
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:

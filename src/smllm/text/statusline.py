@@ -2,13 +2,16 @@
 
 - In a machine: `smllm MACHINE › STATE[ (visit N)] · KIND LABEL[ · yielded]`.
 - In idle: `smllm idle[ · interrupted KIND LABEL][ · N paused]`.
-Every value from outside is one line (`block.escape`), so a ref can't break the status line.
+Every value from outside is one line (`escape.escape`), so a ref can't break the status line.
 """
 
 from __future__ import annotations
 
-from ..engine.status import Status
-from .block import escape
+from .escape import escape
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from ..engine.status import Status
 
 __all__ = ["DIM", "RESET", "render_status"]
 

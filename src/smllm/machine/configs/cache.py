@@ -13,12 +13,13 @@ import stat
 import time
 
 from ... import __version__
-from ..model import Loaded
 from ..sources.files import read_regular
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..model import Loaded
 
 __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
 
