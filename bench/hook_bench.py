@@ -179,8 +179,8 @@ def speed(python: str, script: str, root: str, runs: int) -> None:
             None,
             lambda: _run([script, "statusline"], _body("block", project), project, env)[0],
         ),
-        # for reading the ratios: what pip's console-script template costs before smllm runs
-        # (it imports re), as a bare interpreter doing only that
+        # for reading the ratios: what the console script of a pip older than 25.2 costs before
+        # smllm runs (it imports re), as a bare interpreter doing only that
         "python -c 'import re'": (
             None,
             lambda: _run([python, "-c", "import re"], b"", project, env)[0],
