@@ -225,3 +225,48 @@ def test_param_environment_names_match_the_regex_rule(param: str) -> None:
 
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", param)
     assert env_name(param) == re.sub(r"[^A-Z0-9_]", "_", spaced.upper())
+
+
+def test_a_signal_on_another_thread_wakes_the_wait(tmp_path: Path) -> None:
+    """Ctrl-C while a command runs ends the wait at once, even when the signal's C handler
+    runs on another thread (or just before select() blocks): the main thread would otherwise
+    sleep in select() until the command's next output or its exit."""
+    import threading
+
+    started = tmp_path / "started"
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the main thread is in select() by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt)
+    helper.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(f"touch {started}; sleep 8", timeout=30)
+    finally:
+        helper.join()
+    assert time.monotonic() - t0 < 4
+
+
+def test_the_wakeup_fd_is_given_back_with_the_signals_it_missed() -> None:
+    """A wakeup fd set before (an asyncio loop's) is restored after the command, and gets
+    the numbers of the signals that came while the command ran."""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    before = signal.signal(signal.SIGUSR1, lambda *_: None)
+    previous = signal.set_wakeup_fd(write_fd)
+    try:
+        assert run(f"kill -USR1 {os.getpid()}; sleep 0.2") == CommandResult(True, "")
+        assert signal.set_wakeup_fd(write_fd) == write_fd
+        assert os.read(read_fd, 16) == bytes([signal.SIGUSR1])
+    finally:
+        signal.set_wakeup_fd(previous)
+        signal.signal(signal.SIGUSR1, before)
+        os.close(read_fd)
+        os.close(write_fd)

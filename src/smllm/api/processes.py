@@ -15,7 +15,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from ..engine.host import CommandResult
 
@@ -106,7 +106,7 @@ def _supervise(proc: subprocess.Popen[bytes], deadline: float, timeout_text: str
     out_fd = proc.stdout.fileno()
     tail = bytearray()
     pidfd = _open_pidfd(proc.pid)
-    with selectors.DefaultSelector() as sel:
+    with selectors.DefaultSelector() as sel, _signal_wakeup(sel):
         sel.register(out_fd, selectors.EVENT_READ)
         if pidfd is not None:
             sel.register(pidfd, selectors.EVENT_READ)
@@ -151,15 +151,66 @@ def _wait(
             return None
         wait = min(_POLL_SECONDS if polling else _MAX_WAIT_SECONDS, remaining)
         for key, _ in sel.select(wait):
-            if key.fd == out_fd and not _read_into(out_fd, tail):
+            if isinstance(key.data, _Wakeup):
+                key.data.empty(key.fd)  # a signal came: its Python handler runs next
+            elif key.fd == out_fd and not _read_into(out_fd, tail):
                 sel.unregister(out_fd)  # EOF; keep waiting for the exit alone
+
+
+class _Wakeup:
+    """The selector's data for the signal wakeup pipe: the signal numbers read from it."""
+
+    def __init__(self) -> None:
+        self.seen = bytearray()
+
+    def empty(self, fd: int) -> None:
+        """Read the pipe empty; the signals' Python handlers run right after."""
+        with contextlib.suppress(BlockingIOError):
+            while chunk := os.read(fd, 512):
+                self.seen += chunk
+
+
+@contextlib.contextmanager
+def _signal_wakeup(sel: selectors.BaseSelector) -> Iterator[None]:
+    """While a command runs, a signal wakes the wait on it. Python runs a signal's handler
+    (KeyboardInterrupt, or SIGTERM's `ending`) in the main thread between bytecodes, so a
+    signal that lands just before select() blocks, or on another thread, would wait for the
+    command's next output or its exit (up to a minute): Ctrl-C or a `kill` ignored while a
+    guard runs. The wakeup fd makes the C-level handler write a byte select() sees. Main
+    thread only (elsewhere the caller's loop owns signals); a wakeup fd already set (an
+    asyncio loop's) gets back the signal numbers it missed meanwhile."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    wakeup = _Wakeup()
+    read_fd, write_fd = os.pipe()
+    try:
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        try:
+            sel.register(read_fd, selectors.EVENT_READ, wakeup)
+            yield
+        finally:
+            signal.set_wakeup_fd(previous)
+            wakeup.empty(read_fd)
+            if previous != -1 and wakeup.seen:
+                with contextlib.suppress(OSError):
+                    os.write(previous, bytes(wakeup.seen))
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def _drain(sel: selectors.BaseSelector, out_fd: int, tail: bytearray, until: float) -> None:
     """Read what is left in the pipe until EOF or `until`, whichever comes first."""
-    while sel.get_map() and (remaining := until - time.monotonic()) > 0:
-        for _ in sel.select(remaining):
-            if not _read_into(out_fd, tail):
+    while out_fd in sel.get_map() and (remaining := until - time.monotonic()) > 0:
+        for key, _ in sel.select(remaining):
+            if isinstance(key.data, _Wakeup):
+                key.data.empty(key.fd)
+            elif not _read_into(out_fd, tail):
                 sel.unregister(out_fd)
 
 
