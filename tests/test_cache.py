@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import smllm
 
 PROMPT = 'params: { text: "Write a plan for the issue in PLAN.md, then fire planned." }'
@@ -135,10 +137,40 @@ def test_a_user_config_that_comes_and_goes(project: Path, env: dict[str, str]) -
     assert "- u:" in ran.out and "- dev:" in ran.out
 
 
+def _cache_file(env: dict[str, str]) -> Path:
+    (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
+    return path
+
+
+def _read_cache(path: Path) -> tuple[dict[str, Any], Any]:
+    """A cache file's marshal header and its unpickled machines."""
+    import marshal
+    import pickle
+
+    from smllm.machine.configs import cache
+
+    data = path.read_bytes()
+    assert data.startswith(cache.MAGIC)
+    start = len(cache.MAGIC) + 4
+    end = start + int.from_bytes(data[len(cache.MAGIC) : start], "little")
+    return marshal.loads(data[start:end]), pickle.loads(data[end:])
+
+
+def _write_cache(path: Path, header: dict[str, Any], loaded: Any) -> None:
+    import marshal
+    import pickle
+
+    from smllm.machine.configs import cache
+
+    head = marshal.dumps(header)
+    path.write_bytes(cache.MAGIC + len(head).to_bytes(4, "little") + head + pickle.dumps(loaded))
+
+
 def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, str]) -> None:
     # format 7 (1137ab3): caches written before it lack the missing machine files in their key;
     # format 8 (b49af39): before it, a config with an error left its other files unchecked;
-    # format 9: before it, CFG-5 withdrew no machine; format 10: Loaded.withdrawn.
+    # format 9: before it, CFG-5 withdrew no machine; format 10: Loaded.withdrawn; format 11:
+    # a marshal header (freshness and the summary) before the pickled machines.
     # A cache of an older format that is otherwise fresh must be rebuilt
     import pickle
 
@@ -147,17 +179,76 @@ def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, s
     config = str(project / ".smllm" / "config.toml")
     cache._MEMO.clear()
     first = cache.load_cached((config,))
-    (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
-    entry = pickle.loads(path.read_bytes())
-    assert entry["format"] == cache.CACHE_FORMAT == 10
+    path = _cache_file(env)
+    header, loaded = _read_cache(path)
+    assert loaded == first
+    assert header["format"] == cache.CACHE_FORMAT == 11
     stale = first._replace(machines={})
-    for older in (6, 7, 8, 9):
-        path.write_bytes(pickle.dumps({**entry, "format": older, "loaded": stale}))
+    for older in (6, 7, 8, 9, 10):
+        _write_cache(path, {**header, "format": older}, stale)
         cache._MEMO.clear()
         assert list(cache.load_cached((config,)).machines) == ["dev"]
-    path.write_bytes(pickle.dumps({**entry, "loaded": stale}))  # the same, in format 10
+    # format 10 and older were one pickled dict: never read
+    path.write_bytes(pickle.dumps({**header, "format": 11, "loaded": stale}))
+    cache._MEMO.clear()
+    assert list(cache.load_cached((config,)).machines) == ["dev"]
+    _write_cache(path, header, stale)  # the same, in format 11: read as it is
     cache._MEMO.clear()
     assert cache.load_cached((config,)).machines == {}
+    cache._MEMO.clear()
+
+
+def test_the_summary_is_read_from_the_header_alone(project: Path, env: dict[str, str]) -> None:
+    """The machines' summary (kind and store of each) comes from the cache's header, equal to
+    the machines' own; the machines in the file are not read for it."""
+    from smllm.machine.configs import cache
+    from smllm.machine.configs.cache import summary_of
+    from smllm.machine.summary import MachineKind, StoreSpec
+
+    config = str(project / ".smllm" / "config.toml")
+    cache._MEMO.clear()
+    loaded = cache.load_cached((config,))
+    cache._MEMO.clear()
+    summary = cache.summary_cached((config,))
+    assert summary == summary_of(loaded)
+    spec = StoreSpec("dir", str(project / ".smllm" / "state"), "default")
+    assert summary.machines == {"dev": MachineKind("issue")}
+    assert (summary.stores, summary.config_stores) == ({"dev": spec}, {config: spec})
+    assert cache._MEMO == {}  # nothing unpickled
+    path = _cache_file(env)
+    header, _ = _read_cache(path)
+    _write_cache(path, header, "not machines")  # the header alone answers
+    assert cache.summary_cached((config,)) == summary
+    cache._MEMO.clear()
+
+
+@pytest.mark.parametrize("damage", ["header", "summary", "truncated", "empty"])
+def test_a_damaged_header_is_rebuilt(project: Path, env: dict[str, str], damage: str) -> None:
+    import marshal
+
+    from smllm.machine.configs import cache
+    from smllm.machine.configs.cache import summary_of
+
+    config = str(project / ".smllm" / "config.toml")
+    cache._MEMO.clear()
+    loaded = cache.load_cached((config,))
+    path = _cache_file(env)
+    header, _ = _read_cache(path)
+    data = path.read_bytes()
+    start = len(cache.MAGIC) + 4
+    if damage == "header":
+        path.write_bytes(data[:start] + b"\xff" * 40 + data[start + 40 :])
+    elif damage == "summary":
+        _write_cache(path, {**header, "summary": ("x",)}, loaded)  # the machines answer
+    elif damage == "truncated":
+        path.write_bytes(data[: start + len(marshal.dumps(header)) // 2])
+    else:
+        path.write_bytes(b"")
+    cache._MEMO.clear()
+    assert cache.summary_cached((config,)) == summary_of(loaded)
+    cache._MEMO.clear()
+    assert cache.load_cached((config,)) == loaded
+    assert _read_cache(path)[1] == loaded
     cache._MEMO.clear()
 
 
@@ -174,6 +265,6 @@ def test_the_cache_is_the_owners_alone(project: Path, env: dict[str, str]) -> No
         cache.load_cached((str(config),))
     finally:
         os.umask(old)
-    (path,) = Path(env["XDG_CACHE_HOME"], "smllm").glob("machines-*.pickle")
+    path = _cache_file(env)
     assert b"hunter2" in path.read_bytes()  # the test reads the file that holds it
     assert path.stat().st_mode & 0o777 == 0o600

@@ -217,6 +217,9 @@ def test_statusline_imports_nothing_heavy(
     # the status of a held session reads no events: no replies, rules or block text
     assert not {"smllm.engine.reply", "smllm.engine.rules", "smllm.text.block"} & names
     assert "smllm.engine.recover" not in names  # held: nothing to recover
+    # nor the App, nor the machines: their summary, in the compiled cache's marshal header
+    assert not {"smllm.api.app", "smllm.api.system", "smllm.machine.model", "_pickle"} & names
+    assert "smllm.machine.summary" in names
     assert slow(["statusline", "--session", key, "--json"], project, env, tmp_path) == []
 
 
@@ -388,6 +391,9 @@ def test_hooks_import_nothing_heavy(
         assert "smllm.api.app" not in names
     if doing == "yielded":  # a yielded stop reads the instance's holder, not the engine
         assert not {"smllm.api.app", "smllm.engine.view", "smllm.engine.reply"} & names
+        # nor the machines: their summary, in the compiled cache's marshal header
+        assert not {"smllm.machine.model", "_pickle"} & names
+        assert "smllm.machine.summary" in names
     if hook == "user-prompt-submit":  # clearing a yield or blocks needs no machine either
         assert not {"smllm.api.app", "smllm.machine.model", "smllm.engine.view"} & names
     if doing == "unbound":

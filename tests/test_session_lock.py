@@ -250,6 +250,9 @@ def test_a_session_lost_by_a_crash_takes_its_instance_back(
     shown = smllm(["session", "show", key], toggle, env)
     assert shown.code == 0
     assert shown.out.splitlines()[1].startswith(f"session {key} · toggle › HIGH · instance i-")
+    # the status line too (it reads the machines' summary, not the App)
+    status = smllm(["statusline", "--session", key, "--color", "never"], toggle, env)
+    assert status.out.startswith("smllm toggle › HIGH · instance i-"), status
     assert store_rows(toggle, env, key) == before  # a view never writes
     ran = smllm(["fire", "--session", key, "flip"], toggle, env)
     assert ran.code == 0, ran.out + ran.err

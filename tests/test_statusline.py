@@ -62,6 +62,19 @@ def test_in_a_machine_and_in_idle(project: Path, env: dict[str, str]) -> None:
     assert data["interrupted"]["status"] == "interrupted"
 
 
+def test_an_edited_machine_shows_at_once(project: Path, env: dict[str, str]) -> None:
+    """The status line reads the machines' summary from the compiled cache's header: a machine
+    file edited since (its kind here) is read again, never shown stale."""
+    key = new_session(project, env)
+    assert smllm(enter_args(key, "GH-1"), project, env).code == 0
+    ran = line(project, env, "--session", key, "--color", "never")
+    assert ran.out == "smllm dev › PLAN · issue GH-1\n"
+    machine = project / ".smllm" / "dev.smllm.yaml"
+    machine.write_text(machine.read_text().replace("kind: issue", "kind: ticket"))
+    ran = line(project, env, "--session", key, "--color", "never")
+    assert (ran.out, ran.err) == ("smllm dev › PLAN · ticket GH-1\n", "")
+
+
 def test_colour_follows_no_color_by_default(project: Path, env: dict[str, str]) -> None:
     key = new_session(project, env)
     assert line(project, env, "--session", key).out == "\x1b[2msmllm\x1b[0m idle\n"

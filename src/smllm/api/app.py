@@ -46,6 +46,7 @@ class Result(Record):
     reply: Reply
     session: Session | None  # the session after the call (None: no session was made)
     stores: Stores
+    loaded: Loaded  # the machines the call read (their load errors are the CLI's to note)
 
     def text(self) -> str:
         from ..text.block import render
@@ -126,15 +127,13 @@ class App:
         s = self.session(key)
         loaded, stores = self._opened(s)
         s = self._recovered(loaded, s, stores, write=False)
-        return Result(True, view(loaded, s, stores, self.host), s, stores)
+        return Result(True, view(loaded, s, stores, self.host), s, stores, loaded)
 
     def status(self, key: str) -> Status:
         """The status line's values for a session (cli-and-harnesses.md §7); read-only."""
-        from ..engine.status import status
+        from .sessions import status_of
 
-        s = self.session(key)
-        loaded, stores = self._opened(s)
-        return status(loaded, self._recovered(loaded, s, stores, write=False), stores)
+        return status_of(self.user, self.session(key), self.opened, lambda: iso(self.host.now()))
 
     def bound(self, harness: str, host_session: str) -> Session | None:
         """The session bound to a harness's own session id, if any (read-only)."""
@@ -226,11 +225,13 @@ class App:
                 store.commit_instances(writes)
         except (StoreConflict, RefTaken) as exc:
             answer = lost(loaded, call, stores, self.host, exc, outcome)
-            return Result(False, answer.reply, self._commit_session(call, answer), stores)
+            session = self._commit_session(call, answer)
+            return Result(False, answer.reply, session, stores, loaded)
         # a session write that conflicts now comes only from a writer without the call lock
         # (an older smllm): the instance write stands and the reply says so truthfully; the
         # session's next call takes the instance back (`_recovered`)
-        return Result(outcome.ok, outcome.reply, self._commit_session(call, outcome), stores)
+        session = self._commit_session(call, outcome)
+        return Result(outcome.ok, outcome.reply, session, stores, loaded)
 
     def _commit_session(self, call: Call, outcome: Outcome) -> Session | None:
         """The session after committing `outcome`'s session write: as written, or as stored

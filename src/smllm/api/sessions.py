@@ -1,6 +1,7 @@
 """A session's calls that need little of its machines: the session read with the advice an
 unknown key gets, the call lock taken over it (engine.md §10), a user prompt's bookkeeping and
-a yielded session's stop (engine.md §9). `App` uses the first three too. The hooks call these
+a yielded session's stop (engine.md §9) and the status line's values. `App` uses all but the
+stop. The hooks call these
 without it, since they run on every user message and stop: clearing a yield needs only the
 user store, the lock and the clock, and a yielded stop only the instance's holder.
 """
@@ -9,15 +10,19 @@ from __future__ import annotations
 
 from ..errors import CallError, StoreConflict
 from ..store.user import state_home
-from .calllock import CallLock
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..engine.host import Host
     from ..engine.records import Session
-    from ..store.base import SessionStore
+    from ..engine.status import Status
+    from ..machine.summary import StoreSpec
+    from ..store.base import InstanceStore, SessionStore
+    from .calllock import CallLock
 
-__all__ = ["PASS_KEY", "locked", "prompt_submitted", "session_of", "stops_yielded"]
+__all__ = ["PASS_KEY", "locked", "prompt_submitted", "session_of", "status_of", "stops_yielded"]
 
 PASS_KEY = (
     "pass the session key from the latest <smllm> header, or fire enter without one "
@@ -36,6 +41,8 @@ def locked(user: SessionStore, key: str) -> tuple[Session, CallLock] | None:
     """The session as it is once this call holds its call lock (one call of a session at a
     time), and the lock to release; None while another call holds it. An unknown key is a
     CallError before any lock file is made."""
+    from .calllock import CallLock  # not read by a status line or a yielded stop
+
     session_of(user, key)
     lock = CallLock(state_home(), key)
     if not lock.acquire():
@@ -67,15 +74,48 @@ def prompt_submitted(user: SessionStore, host: Host, key: str, prompt: str | Non
 def stops_yielded(user: SessionStore, session: Session) -> bool:
     """Whether `session` stops freely because it has yielded and still holds its instance
     (engine.md §9: a yield allows the stop; an instance that left the session blocks it, with
-    why). Only that case is decided here, by the engine's own rule (`left_message`), without
-    the App, the events or the replies; False leaves every stop to `App.stop`. Nothing is
-    written either way, so no call lock is taken."""
+    why). Only that case is decided here, by the engine's own rule (`left_message`), on the
+    machines' summary: without the App, the events, the replies or the machines themselves.
+    False leaves every stop to `App.stop`. Nothing is written either way, so no call lock is
+    taken."""
     if not session.yielded or session.holding is None:
         return False
     from ..engine.held import left_message
-    from ..machine.configs.cache import load_cached
+    from ..machine.configs.cache import summary_cached
     from .stores import Stores
 
-    loaded = load_cached(session.configs)
-    inst = Stores(loaded, user).instance(*session.holding)
-    return left_message(loaded, session, inst, session.holding) is None
+    summary = summary_cached(session.configs)
+    inst = Stores(summary, user).instance(*session.holding)
+    return left_message(summary, session, inst, session.holding) is None
+
+
+def status_of(
+    user: SessionStore,
+    session: Session,
+    opened: dict[StoreSpec, InstanceStore] | None = None,
+    clock: Callable[[], str] | None = None,
+) -> Status:
+    """The status line's values for `session` (cli-and-harnesses.md §7), read-only, on the
+    machines' summary. A session that a cut-off call left behind its instance shows holding
+    it again (engine.md §10), as a view does; `clock` would date that write, which a status
+    never makes (the default reads the system clock)."""
+    from ..engine.status import status
+    from ..machine.configs.cache import summary_cached
+    from .stores import Stores
+
+    summary = summary_cached(session.configs)
+    stores = Stores(summary, user, opened)
+    if session.holding is None:
+        from ..engine.recover import recovery
+
+        found = recovery(summary, session, stores.held_by(session.key), clock or _now)
+        if found is not None:
+            session = found[0].session
+    return status(summary, session, stores)
+
+
+def _now() -> str:
+    from ..clock import utc_now
+    from ..engine.records import iso
+
+    return iso(utc_now())

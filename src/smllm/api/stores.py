@@ -13,7 +13,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..engine.records import Instance
-    from ..machine.model import Loaded, StoreSpec
+    from ..machine.model import Loaded
+    from ..machine.summary import StoreSpec, Summary
     from ..store.base import InstanceStore, SessionStore
 
 __all__ = ["Stores", "open_store", "state_home", "store_url", "user_store"]
@@ -46,7 +47,7 @@ class Stores:
 
     def __init__(
         self,
-        loaded: Loaded,
+        loaded: Loaded | Summary,
         user: SessionStore,
         opened: dict[StoreSpec, InstanceStore] | None = None,
     ) -> None:

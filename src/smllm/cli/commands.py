@@ -50,7 +50,7 @@ def _app(args: Namespace) -> App:
 
 
 def _reply(result: Result, as_json: bool) -> int:
-    report_load_errors(result.stores.loaded)
+    report_load_errors(result.loaded)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -305,7 +305,7 @@ def session(args: Namespace) -> int:
         result = app.view(args.key)
     except CallError as exc:
         return _call_error(exc, args.json)
-    report_load_errors(result.stores.loaded)
+    report_load_errors(result.loaded)
     if args.json:
         from ..api.listing import session_line
 
@@ -321,7 +321,7 @@ def _session_new(args: Namespace) -> int:
     app = _app(args)
     key = app.new_session().key
     result = app.view(key)
-    report_load_errors(result.stores.loaded)
+    report_load_errors(result.loaded)
     if args.json:
         emit_json({"session": key, "text": result.text()})
     else:

@@ -110,8 +110,8 @@ def read_toml_for_edit(path: str) -> tuple[Any, str]:
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
+    from ..files import read_regular
     from ..machine.configs.config import shown_path
-    from ..machine.sources.files import read_regular
 
     data, problem = read_regular(path)
     if data is None:

@@ -62,17 +62,19 @@ def _session_id() -> str:
 
 
 def _status(args: Namespace) -> Status:
-    from ..api.app import App
+    # not through the App: a status line reads the machines' summary alone (api/sessions.py)
+    from ..api.sessions import session_of, status_of
+    from ..api.stores import user_store
 
-    app = App()
+    user = user_store()
     key = args.session
     if key is None:
         host_session = _session_id()
-        bound = app.bound("claude", host_session)
+        bound = user.binding("claude", host_session)
         if bound is None:
             raise _Nothing(f"no smllm session is bound to Claude session {host_session}")
-        key = bound.key
-    return app.status(key)
+        return status_of(user, bound)
+    return status_of(user, session_of(user, key))
 
 
 def _color(when: str) -> bool:

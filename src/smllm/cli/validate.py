@@ -55,7 +55,7 @@ def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
         at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
         problems = idle_problems(cfg.idle)
         if problems:
-            from ..machine.sources.files import read_regular
+            from ..files import read_regular
 
             data, _problem = read_regular(path)  # for positions only: never a FIFO
             text = (data or b"").decode("utf-8", "replace")

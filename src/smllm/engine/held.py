@@ -11,18 +11,19 @@ from .records import ACTIVE
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from ..machine.model import Loaded
+    from ..machine.summary import Summary
     from .records import Instance, Place, Session
 
 __all__ = ["kind_of", "left_message"]
 
 
-def kind_of(loaded: Loaded, machine: str) -> str:
+def kind_of(loaded: Loaded | Summary, machine: str) -> str:
     m = loaded.machines.get(machine)
     return m.kind if m is not None else "instance"
 
 
 def left_message(
-    loaded: Loaded, session: Session, inst: Instance | None, place: Place
+    loaded: Loaded | Summary, session: Session, inst: Instance | None, place: Place
 ) -> str | None:
     """engine.md §7.1: why the held instance has left the session, or None."""
     if inst is None:

@@ -17,13 +17,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from ..machine.model import Loaded
+    from ..machine.summary import Summary
     from .records import Instance, Session
 
 __all__ = ["recovery"]
 
 
 def recovery(
-    loaded: Loaded, session: Session, held: Sequence[Instance], clock: Callable[[], str]
+    loaded: Loaded | Summary, session: Session, held: Sequence[Instance], clock: Callable[[], str]
 ) -> tuple[SessionWrite, tuple[AuditRecord, ...]] | None:
     """The write that gives an idle `session` back what `held` (its instances by their
     `holder`, most recently updated first) says it holds; None when nothing disagrees.

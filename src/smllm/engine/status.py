@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..machine.model import Loaded
+    from ..machine.summary import Summary
     from .host import Reader
     from .records import Instance, Session
 
@@ -63,7 +64,7 @@ def _instance_json(inst: Instance | None, kind: str | None) -> dict[str, Any] | 
     }
 
 
-def status(loaded: Loaded, session: Session, reader: Reader) -> Status:
+def status(loaded: Loaded | Summary, session: Session, reader: Reader) -> Status:
     held = None
     if session.holding is not None:
         inst = reader.instance(*session.holding)

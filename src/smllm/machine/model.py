@@ -7,6 +7,7 @@ and loads back without YAML. Shorthands are already expanded; defaults are fille
 from __future__ import annotations
 
 from ..recordclass import Record
+from .summary import StoreSpec
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -164,14 +165,6 @@ class Machine(Record):
 
 
 # -- what a load of configs hands the engine -------------------------------------------------
-
-
-class StoreSpec(Record):
-    """Where a config's instances live: `dir` (embedded SQLite) or a PostgreSQL url."""
-
-    kind: str  # "dir" | "url" | "url-env"
-    value: str  # absolute folder, url, or variable name
-    namespace: str
 
 
 class IdlePrompt(Record):

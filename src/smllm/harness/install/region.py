@@ -123,7 +123,7 @@ def claude_target(folder: str) -> str:
         return claude
     if not os.path.lexists(claude):
         return agents
-    from ...machine.sources.files import read_regular
+    from ...files import read_regular
 
     data, _problem = read_regular(claude)  # a FIFO is never opened
     if data is None:

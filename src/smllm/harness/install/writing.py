@@ -16,7 +16,7 @@ __all__ = ["read_text", "remove_file", "write_text"]
 def read_text(path: str) -> str | None:
     """The file's text with its line endings, None when absent; Broken when it is not a
     regular file (a FIFO is never opened: it would hang the install) or not UTF-8."""
-    from ...machine.sources.files import MISSING, read_regular
+    from ...files import MISSING, read_regular
 
     if not os.path.lexists(path):  # also a path through a file (the write then says why)
         return None

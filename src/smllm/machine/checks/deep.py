@@ -45,7 +45,7 @@ MAX_PROMPT_BYTES = 1 << 20
 def read_text(path: str) -> tuple[str | None, str | None]:
     """(text, problem) of a prompt file; problem "missing" when it doesn't exist. Only a regular
     file of at most MAX_PROMPT_BYTES is read (files.py: a FIFO or /dev/zero is refused)."""
-    from ..sources.files import read_regular
+    from ...files import read_regular
 
     data, problem = read_regular(path, MAX_PROMPT_BYTES)
     if data is None:

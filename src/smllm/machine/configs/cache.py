@@ -4,16 +4,22 @@ Keyed on the set of config paths; valid while every file the load read or looked
 same size and mtime (and, for a file changed within 2 s of the cache's build, the same
 content: mtimes are too coarse to tell such an edit apart). The hook path loads machines
 through here and so never imports `yaml` or `jsonschema` on a warm cache.
+
+A cache file is a header, then the pickled machines. The header (marshal: built in, unlike
+pickle's module) holds what the freshness check reads and the machines' summary (summary.py),
+so the status line and a yielded stop read it without unpickling anything.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat
 import time
 
 from ... import __version__
-from ..sources.files import read_regular
+from ...files import read_regular
+from ..summary import MachineKind, Summary, from_plain, to_plain
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -21,18 +27,28 @@ if TYPE_CHECKING:
 
     from ..model import Loaded
 
-__all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached"]
+__all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached", "summary_cached", "summary_of"]
 
 #: bump when the compiled records or the checks change, so old caches are ignored (a cache
 #: also names the smllm version that wrote it: an upgrade never reads an older one)
-CACHE_FORMAT = 10
+CACHE_FORMAT = 11
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 
-try:  # the C unpickler alone: `pickle` itself costs ~2 ms of imports on every hook call
-    from _pickle import loads as _pickle_loads
-except ImportError:  # pragma: no cover - Python builds without the accelerator
-    from pickle import loads as _pickle_loads
+#: how a cache file starts; the header's length follows, 4 bytes little-endian
+MAGIC = b"smllm-machines\n"
+_START = len(MAGIC) + 4
+
+
+def _pickle_loads(data: bytes) -> Any:
+    """The C unpickler alone: `pickle` itself costs ~2 ms of imports on every hook call, and
+    `_pickle` one more, which the summary's readers never pay."""
+    try:
+        from _pickle import loads
+    except ImportError:  # pragma: no cover - Python builds without the accelerator
+        from pickle import loads
+    return loads(data)
+
 
 #: (path, size, mtime, the bytes of a regular file changed close to the build, else False); a
 #: missing file is (path, None, None, False). Any path the load looked for is one, found or
@@ -98,48 +114,94 @@ def _path(configs: tuple[str, ...]) -> str:
 _MEMO: dict[str, tuple[list[Signature], int, Loaded]] = {}
 
 
+def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], bytes] | None:
+    """The cache file's header and bytes, when the file is this version's cache of `configs`
+    and no file it read changed since; else None."""
+    try:
+        data = read_regular(path)[0]  # never blocks, even on a FIFO where the cache goes
+        if data is None or not data.startswith(MAGIC):
+            return None
+        end = _START + int.from_bytes(data[len(MAGIC) : _START], "little")
+        header = marshal.loads(data[_START:end])
+        if (
+            isinstance(header, dict)
+            and header.get("format") == CACHE_FORMAT
+            and header.get("smllm") == __version__
+            and header.get("configs") == configs
+            and _fresh(header["signatures"], header["built_ns"])
+        ):
+            header["end"] = end
+            return header, data
+    except Exception:  # a damaged cache is a missing one
+        pass
+    return None
+
+
+def summary_of(loaded: Loaded | Summary) -> Summary:
+    """The summary of loaded machines (summary.py)."""
+    if isinstance(loaded, Summary):
+        return loaded
+    return Summary(
+        loaded.configs,
+        {name: MachineKind(m.kind) for name, m in loaded.machines.items()},
+        dict(loaded.stores),
+        dict(loaded.config_stores),
+    )
+
+
+def summary_cached(configs: tuple[str, ...]) -> Summary:
+    """The summary of `configs`' machines: from the cache's header when no file changed, else
+    from the machines themselves (loading or rebuilding them)."""
+    path = _path(configs)
+    if path not in _MEMO:  # else load_cached answers from this process's memo
+        found = _header(path, configs)
+        if found is not None:
+            try:
+                return from_plain(found[0]["summary"])
+            except Exception:  # a damaged summary: the machines decide
+                pass
+    return summary_of(load_cached(configs))
+
+
 def load_cached(configs: tuple[str, ...]) -> Loaded:
     """The loaded machines of `configs`, from the cache when no file changed."""
     path = _path(configs)
     memo = _MEMO.get(path)
     if memo is not None and memo[2].configs == configs and _fresh(memo[0], memo[1]):
         return memo[2]
-    try:
-        data = read_regular(path)[0]  # never blocks, even on a FIFO where the cache goes
-        entry: dict[str, Any] = _pickle_loads(data) if data is not None else {}
-        if (
-            entry.get("format") == CACHE_FORMAT
-            and entry.get("smllm") == __version__
-            and entry.get("configs") == configs
-            and _fresh(entry["signatures"], entry["built_ns"])
-        ):
-            loaded: Loaded = entry["loaded"]
-            _MEMO[path] = (entry["signatures"], entry["built_ns"], loaded)
+    found = _header(path, configs)
+    if found is not None:
+        header, data = found
+        try:
+            loaded: Loaded = _pickle_loads(data[header["end"] :])
+            _MEMO[path] = (header["signatures"], header["built_ns"], loaded)
             return loaded
-    except Exception:  # a missing, stale or damaged cache is rebuilt
-        pass
+        except Exception:  # damaged machines are rebuilt
+            pass
     built_ns = time.time_ns()
     from .config import load_configs  # a warm cache never reads a config: not on the hook path
 
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
     _MEMO[path] = (signatures, built_ns, loaded)
-    entry = {
+    header = {
         "format": CACHE_FORMAT,
         "smllm": __version__,
         "configs": configs,
         "built_ns": built_ns,
         "signatures": signatures,
-        "loaded": loaded,
+        "summary": to_plain(summary_of(loaded)),
     }
     try:
-        os.makedirs(cache_dir(), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
         import pickle
 
+        head = marshal.dumps(header)
+        body = pickle.dumps(loaded, protocol=pickle.HIGHEST_PROTOCOL)
+        os.makedirs(cache_dir(), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
         # the owner's alone: a config's `[state] url` may carry a database password
         with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
-            pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.write(MAGIC + len(head).to_bytes(4, "little") + head + body)
         os.replace(tmp, path)
     except OSError:
         pass  # a cache that can't be written only costs speed

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 
+from ...files import MISSING, read_regular
 from ...recordclass import Record
 from ..findings import Finding, Path_
 from ..model import IdlePrompt, Loaded, Machine, StoreSpec
-from ..sources.files import MISSING, read_regular
 
 __all__ = [
     "ConfigFile",

@@ -42,7 +42,7 @@ class LoadResult(Record):
 
 def load_machine_file(path: str, shown: str) -> LoadResult:
     """Load the machine file at absolute `path`; findings name it `shown`."""
-    from ..sources.files import MISSING, read_regular
+    from ...files import MISSING, read_regular
 
     source, problem = read_regular(path)  # never opens a FIFO or a device
     if source is None:

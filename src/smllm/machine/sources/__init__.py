@@ -1,2 +1,2 @@
-"""Reading what a user wrote, with positions: YAML (yamltree.py), TOML (tomlpos.py), and the one
-reader of a user-named file that opens only regular files (files.py)."""
+"""Reading what a user wrote, with positions: YAML (yamltree.py) and TOML (tomlpos.py). The
+bytes come through smllm.files.read_regular, which opens only regular files."""
