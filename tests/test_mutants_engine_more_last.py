@@ -201,3 +201,36 @@ def test_a_prompt_file_s_failure_names_its_reason(tmp_path: Path) -> None:
     (failure,) = record.trace
     assert failure == "Prompt failed: prompts/checklist.md: not UTF-8"
     assert text[3] == failure
+
+
+def _paused_world(world: Scripted, count: int) -> tuple[str, list[Any]]:
+    """A session that paused `count` fallback tasks, and the store's paused instances in the
+    order the reader lists them."""
+    key = world.new_session().key
+    for n in range(count):
+        world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", f"T-{n}"))
+        world.fire(key, "pause")
+    stored, total = world.reader.paused(list(world.loaded.machines), None)
+    assert total == count == len(stored)
+    return key, stored
+
+
+def test_paused_after_a_cut_fetch_counts_a_listed_instance_once(world: Scripted) -> None:
+    """The fetch is cut (6 paused, 3 fetched) and the commit resumes the first listed: it
+    leaves the count once, not once more for lying in the fetch."""
+    _key, stored = _paused_world(world, 6)
+    resumed = stored[0]._replace(status="active")
+    listed, total = paused_after(world.loaded, world.reader, [resumed], 1)
+    assert (listed, total) == ([stored[1]], 5)
+
+
+def test_paused_after_a_cut_fetch_keeps_what_was_not_paused(world: Scripted) -> None:
+    """The fetch is cut, and the commit writes instances that weren't paused in the store: an
+    active one moving on, and a new one. Neither leaves the paused count."""
+    key, stored = _paused_world(world, 6)
+    world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", "T-active"))
+    (active,) = [i for i in world.reader.instances.values() if i.status == "active"]
+    new = active._replace(id="i-new", ref="T-new")
+    assert world.reader.instance(new.machine, new.id) is None
+    listed, total = paused_after(world.loaded, world.reader, [active, new], 1)
+    assert (listed, total) == ([stored[0]], 6)

@@ -1,9 +1,9 @@
 """A session's calls that need little of its machines: the session read with the advice an
-unknown key gets, the call lock taken over it (engine.md §10), a user prompt's bookkeeping and
-a yielded session's stop (engine.md §9) and the status line's values. `App` uses all but the
-stop. The hooks call these
-without it, since they run on every user message and stop: clearing a yield needs only the
-user store, the lock and the clock, and a yielded stop only the instance's holder.
+unknown key gets, the call lock taken over it (engine.md §10), a user prompt's bookkeeping, a
+yielded session's stop (engine.md §9) and the status line's values. `App` uses all but the stop.
+The hooks and the status line call these without it, since they run on every user message, stop
+and redraw: clearing a yield needs only the user store, the lock and the clock; a yielded stop
+and a status only the instances and the machines' summary (machine/summary.py).
 """
 
 from __future__ import annotations
