@@ -212,6 +212,7 @@ def test_the_summary_is_read_from_the_header_alone(project: Path, env: dict[str,
     summary = cache.summary_cached((config,))
     assert summary == summary_of(loaded)
     spec = StoreSpec("dir", str(project / ".smllm" / "state"), "default")
+    assert summary.configs == (config,)
     assert summary.machines == {"dev": MachineKind("issue")}
     assert (summary.stores, summary.config_stores) == ({"dev": spec}, {config: spec})
     assert cache._MEMO == {}  # nothing unpickled
@@ -222,7 +223,7 @@ def test_the_summary_is_read_from_the_header_alone(project: Path, env: dict[str,
     cache._MEMO.clear()
 
 
-@pytest.mark.parametrize("damage", ["header", "summary", "truncated", "empty"])
+@pytest.mark.parametrize("damage", ["header", "summary", "truncated", "empty", "magic"])
 def test_a_damaged_header_is_rebuilt(project: Path, env: dict[str, str], damage: str) -> None:
     import marshal
 
@@ -242,6 +243,9 @@ def test_a_damaged_header_is_rebuilt(project: Path, env: dict[str, str], damage:
         _write_cache(path, {**header, "summary": ("x",)}, loaded)  # the machines answer
     elif damage == "truncated":
         path.write_bytes(data[: start + len(marshal.dumps(header)) // 2])
+    elif damage == "magic":  # a sound header and stale machines, after another file's start
+        _write_cache(path, header, loaded._replace(machines={}))
+        path.write_bytes(b"x" * len(cache.MAGIC) + path.read_bytes()[len(cache.MAGIC) :])
     else:
         path.write_bytes(b"")
     cache._MEMO.clear()
