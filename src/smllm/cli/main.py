@@ -23,17 +23,23 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "main"]
 
 
+class _Namespace:
+    """The hot commands' arguments as attributes, as argparse's Namespace holds them (the
+    `types` module, for its SimpleNamespace, would be one import more on every hook)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
 def _fast_args(argv: list[str]) -> Any:
     """The hot commands without argparse, which costs a few milliseconds to import and build:
     `session show KEY [--json]` (hooks, status lines) and `fire [--session KEY] EVENT
     [--param NAME=VALUE]… [--host] [--json]` (agents in a shell). Anything else, or anything
     argparse might read differently (a value starting with `-`, `--opt=value`, abbreviations),
     takes the parser. The namespaces are the parser's own (tests/test_cli.py compares them)."""
-    from types import SimpleNamespace
-
     simple = len(argv) == 3 or (len(argv) == 4 and argv[3] == "--json")
     if simple and argv[:2] == ["session", "show"] and argv[2][:1] != "-":
-        return SimpleNamespace(
+        return _Namespace(
             command="session",
             action="show",
             key=argv[2],
@@ -44,12 +50,10 @@ def _fast_args(argv: list[str]) -> Any:
     if argv[:1] == ["statusline"]:
         return _fast_statusline(argv[1:])
     if len(argv) == 4 and argv[:2] == ["harness", "hook"] and "-" not in argv[2][:1] + argv[3][:1]:
-        return SimpleNamespace(
-            command="harness", action="hook", name=argv[2], hook=argv[3], config=None
-        )
+        return _Namespace(command="harness", action="hook", name=argv[2], hook=argv[3], config=None)
     if argv[:1] != ["fire"]:
         return None
-    args = SimpleNamespace(
+    args: Any = _Namespace(
         command="fire",
         event=None,
         session=None,
@@ -80,9 +84,7 @@ def _fast_args(argv: list[str]) -> Any:
 
 def _fast_statusline(words: list[str]) -> Any:
     """`statusline [--session KEY] [--json] [--color WHEN]`, each at most once, or None."""
-    from types import SimpleNamespace
-
-    args = SimpleNamespace(
+    args: Any = _Namespace(
         command="statusline", session=None, json=False, color="auto", config=None
     )
     seen: set[str] = set()

@@ -28,19 +28,36 @@ class StdinTimeout(Exception):
 def read_bounded(fd: int, limit: int, seconds: float) -> bytearray:
     """All of file descriptor `fd` up to its end, which must come within `seconds`; at most
     `limit` bytes (StdinTooLarge past them, StdinTimeout at the deadline)."""
-    import select
     import time
 
     deadline = time.monotonic() + seconds
     data = bytearray()
-    while True:
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select([fd], [], [], max(left, 0))
-        if not ready:
-            raise StdinTimeout(bytes(data))
-        chunk = os.read(fd, 1 << 16)
-        if not chunk:
-            return data
-        if len(data) + len(chunk) > limit:
-            raise StdinTooLarge()
-        data += chunk
+    # what is there already is read without waiting: a client has written and closed the pipe
+    # by the time its hook runs, so `select` (an import of its own) is rarely needed
+    blocking = os.get_blocking(fd)
+    try:
+        if blocking:
+            os.set_blocking(fd, False)
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                _wait(fd, deadline - time.monotonic(), data)
+                continue
+            if not chunk:
+                return data
+            if len(data) + len(chunk) > limit:
+                raise StdinTooLarge()
+            data += chunk
+    finally:
+        if blocking:
+            os.set_blocking(fd, True)
+
+
+def _wait(fd: int, left: float, data: bytearray) -> None:
+    """Until `fd` can be read, or StdinTimeout once `left` seconds have passed."""
+    import select
+
+    ready, _, _ = select.select([fd], [], [], max(left, 0))
+    if not ready:
+        raise StdinTimeout(bytes(data))

@@ -8,8 +8,6 @@ Post-state on error, for every `commit_*`: nothing of that commit is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from ..engine.records import (
     AuditRecord,
     HistoryRecord,
@@ -24,6 +22,7 @@ from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
     from typing import Any, Protocol
 else:
     Protocol = object  # the protocols only type-check; nothing isinstance-checks them

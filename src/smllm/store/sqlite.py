@@ -13,7 +13,6 @@ constraints need.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
 
 from ..engine.records import (
     AuditRecord,
@@ -31,6 +30,7 @@ from .base import SavedRow, StoreDump, first_instance, readable, saved_rows
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     import sqlite3
+    from collections.abc import Callable, Sequence
     from typing import Any
 else:
     try:  # the C module alone: the `sqlite3` package also imports datetime (~2 ms of every
