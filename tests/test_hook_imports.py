@@ -382,9 +382,8 @@ def test_hooks_import_nothing_heavy(
     # datetime.py costs ~2 ms: the clock is read through _datetime (smllm.clock); `types`
     # (argparse's namespace without argparse), `select` (stdin that is there already) and
     # `collections.abc` (annotations only) aren't needed either
-    assert not {"datetime", "types", "select", "collections.abc"} & (names - baseline), sorted(
-        {"datetime", "types", "select", "collections.abc"} & (names - baseline)
-    )
+    unneeded = {"datetime", "types", "select", "collections.abc"} & (names - baseline)
+    assert not unneeded, sorted(unneeded)
     # and the process skips the interpreter's teardown (smllm.cli.main._exit_now)
     assert _ENDINGS[str(tmp_path / "hook.txt")] == "os._exit"
     if hook != "session-start":  # no config lookup: the bound session names its configs

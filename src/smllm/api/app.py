@@ -133,7 +133,7 @@ class App:
         """The status line's values for a session (cli-and-harnesses.md §7); read-only."""
         from .sessions import status_of
 
-        return status_of(self.user, self.session(key), self.opened, lambda: iso(self.host.now()))
+        return status_of(self.user, self.session(key), self.opened)
 
     def bound(self, harness: str, host_session: str) -> Session | None:
         """The session bound to a harness's own session id, if any (read-only)."""

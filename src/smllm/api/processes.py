@@ -15,12 +15,12 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
 
 from ..engine.host import CommandResult
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
     from typing import Any
 
 __all__ = ["CommandResult", "run_command"]

@@ -13,8 +13,6 @@ from ..store.user import state_home
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from ..engine.host import Host
     from ..engine.records import Session
     from ..engine.status import Status
@@ -90,15 +88,12 @@ def stops_yielded(user: SessionStore, session: Session) -> bool:
 
 
 def status_of(
-    user: SessionStore,
-    session: Session,
-    opened: dict[StoreSpec, InstanceStore] | None = None,
-    clock: Callable[[], str] | None = None,
+    user: SessionStore, session: Session, opened: dict[StoreSpec, InstanceStore] | None = None
 ) -> Status:
     """The status line's values for `session` (cli-and-harnesses.md §7), read-only, on the
     machines' summary. A session that a cut-off call left behind its instance shows holding
-    it again (engine.md §10), as a view does; `clock` would date that write, which a status
-    never makes (the default reads the system clock)."""
+    it again (engine.md §10), as a view does (the clock recovery reads dates a write that a
+    status never makes)."""
     from ..engine.status import status
     from ..machine.configs.cache import summary_cached
     from .stores import Stores
@@ -108,7 +103,7 @@ def status_of(
     if session.holding is None:
         from ..engine.recover import recovery
 
-        found = recovery(summary, session, stores.held_by(session.key), clock or _now)
+        found = recovery(summary, session, stores.held_by(session.key), _now)
         if found is not None:
             session = found[0].session
     return status(summary, session, stores)

@@ -50,9 +50,13 @@ def to_plain(summary: Summary) -> Plain:
     return (
         summary.configs,
         tuple((name, m.kind) for name, m in summary.machines.items()),
-        tuple((name, tuple(spec)) for name, spec in summary.stores.items()),  # type: ignore[misc]
-        tuple((name, tuple(spec)) for name, spec in summary.config_stores.items()),  # type: ignore[misc]
+        tuple((name, _plain_spec(spec)) for name, spec in summary.stores.items()),
+        tuple((name, _plain_spec(spec)) for name, spec in summary.config_stores.items()),
     )
+
+
+def _plain_spec(spec: StoreSpec) -> tuple[str, str, str]:
+    return (spec.kind, spec.value, spec.namespace)
 
 
 def from_plain(plain: Plain) -> Summary:

@@ -40,7 +40,7 @@ MAGIC = b"smllm-machines\n"
 _START = len(MAGIC) + 4
 
 
-def _pickle_loads(data: bytes) -> Any:
+def _pickle_loads(data: memoryview) -> Any:
     """The C unpickler alone: `pickle` itself costs ~2 ms of imports on every hook call, and
     `_pickle` one more, which the summary's readers never pay."""
     try:
@@ -114,9 +114,9 @@ def _path(configs: tuple[str, ...]) -> str:
 _MEMO: dict[str, tuple[list[Signature], int, Loaded]] = {}
 
 
-def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], bytes] | None:
-    """The cache file's header and bytes, when the file is this version's cache of `configs`
-    and no file it read changed since; else None."""
+def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], memoryview] | None:
+    """The cache file's header and the pickled machines after it (not copied), when the file
+    is this version's cache of `configs` and no file it read changed since; else None."""
     try:
         data = read_regular(path)[0]  # never blocks, even on a FIFO where the cache goes
         if data is None or not data.startswith(MAGIC):
@@ -130,17 +130,14 @@ def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], bytes]
             and header.get("configs") == configs
             and _fresh(header["signatures"], header["built_ns"])
         ):
-            header["end"] = end
-            return header, data
+            return header, memoryview(data)[end:]
     except Exception:  # a damaged cache is a missing one
         pass
     return None
 
 
-def summary_of(loaded: Loaded | Summary) -> Summary:
+def summary_of(loaded: Loaded) -> Summary:
     """The summary of loaded machines (summary.py)."""
-    if isinstance(loaded, Summary):
-        return loaded
     return Summary(
         loaded.configs,
         {name: MachineKind(m.kind) for name, m in loaded.machines.items()},
@@ -171,9 +168,9 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
         return memo[2]
     found = _header(path, configs)
     if found is not None:
-        header, data = found
+        header, machines = found
         try:
-            loaded: Loaded = _pickle_loads(data[header["end"] :])
+            loaded: Loaded = _pickle_loads(machines)
             _MEMO[path] = (header["signatures"], header["built_ns"], loaded)
             return loaded
         except Exception:  # damaged machines are rebuilt
