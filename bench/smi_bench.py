@@ -20,6 +20,7 @@ import os
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,11 +233,16 @@ def compile_report(n: int, runs: int) -> None:
 
 
 def parser_report(n: int, runs: int) -> None:
+    """The parser fed one id at a time (its decoder from `decoder_for`: the byte table of this
+    ByteLevel tokenizer) against `DecodeStream.step` on the same ids (the target); beside it,
+    `BytesDecoder.step` alone (the parser's inline path reads the same table without that
+    call) and the parser through `HFDecoder` (the `DecodeStream` path of every tokenizer
+    without a plain ByteLevel decoder: Metaspace, WordPiece)."""
     from tokenizers.decoders import DecodeStream
 
     from smllm.smi.compile import Compiler
     from smllm.smi.convert import from_messages
-    from smllm.smi.decode import HFDecoder
+    from smllm.smi.decode import Decoder, HFDecoder, decoder_for
     from smllm.smi.encode import PlainEncoder
     from smllm.smi.parser import StreamParser
 
@@ -255,18 +261,32 @@ def parser_report(n: int, runs: int) -> None:
             for token_id in stream:
                 decode.step(backend, token_id)
 
-    def parsed() -> None:
+    def table() -> None:
         for stream in streams:
-            parser = StreamParser(ids, HFDecoder(tok), side="any")
+            step = decoder_for(tok).step
             for token_id in stream:
-                parser.feed(token_id)
-            parser.finish()
+                step(token_id)
+
+    def parsed(make: Callable[[Any], Decoder]) -> Callable[[], None]:
+        def run() -> None:
+            for stream in streams:
+                parser = StreamParser(ids, make(tok), side="any")
+                for token_id in stream:
+                    parser.feed(token_id)
+                parser.finish()
+
+        return run
 
     plain_s = best_of(plain, runs)
-    parse_s = best_of(parsed, runs)
+    parse_s = best_of(parsed(decoder_for), runs)
+    table_s = best_of(table, runs)
+    stream_s = best_of(parsed(HFDecoder), runs)
     print(f"  ids: {total:,}")
     print(f"  plain incremental decode (DecodeStream)  {total / plain_s / 1e3:8.0f} k tok/s")
     print(f"  StreamParser (events, checks)            {total / parse_s / 1e3:8.0f} k tok/s")
+    print(f"  BytesDecoder.step alone (its byte table) {total / table_s / 1e3:8.0f} k tok/s")
+    print(f"  StreamParser through HFDecoder           {total / stream_s / 1e3:8.0f} k tok/s")
+    print(f"  through HFDecoder: {stream_s / plain_s - 1:+.1%} over DecodeStream (informational)")
     overhead = parse_s / plain_s - 1
     print(f"  {verdict(overhead <= 0.05)}  parser overhead <= 5 %: {overhead:+.1%}")
 

@@ -1,15 +1,28 @@
 """The streaming parser on real vocabularies: the trained tokenizers of conftest.py through
-`HFDecoder` (compiled conversations parse back, Metaspace and WordPiece quirks), and the RWKV
-world vocabulary through `token_bytes`. The toy-vocabulary tests are in test_parser.py."""
+`decoder_for` (a ByteLevel one's byte table, `HFDecoder` for the others: compiled
+conversations parse back, Metaspace and WordPiece quirks) and through `HFDecoder` itself, and
+the RWKV world vocabulary through `token_bytes`. The toy-vocabulary tests are in
+test_parser.py."""
 
+import gc
+import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tokenizers import AddedToken, decoders
 
 from smllm.smi.compile import Compiler
-from smllm.smi.decode import BytesDecoder, Decoder, HFDecoder, decoder_for, piece_backend
+from smllm.smi.decode import (
+    BytesDecoder,
+    Decoder,
+    HFDecoder,
+    byte_level_table,
+    decoder_for,
+    piece_backend,
+)
 from smllm.smi.encode import PlainEncoder
 from smllm.smi.parser import (
     ParseError,
@@ -23,6 +36,7 @@ from smllm.smi.stream import Block, TokenRun, Transmission
 from smllm.smi.tokens import Kind, TokenIds
 from smllm.smi.trie import TrieEncoder
 
+from .conftest import build_tokenizer
 from .test_parser import (
     SETTINGS,
     TOY,
@@ -75,12 +89,16 @@ HF_IMAGE = range(100_000, 100_100)
 
 
 @SETTINGS
+@pytest.mark.parametrize("make_decoder", [HFDecoder, decoder_for])
 @given(hf_texts)
-def test_hf_decoder_adds_up_to_one_decode(hf: HF, text: str) -> None:
+def test_hf_decoder_adds_up_to_one_decode(
+    hf: HF, make_decoder: Callable[[Any], Decoder], text: str
+) -> None:
     """Streamed pieces plus the flush equal one decode of all the ids, for every family (the
-    plain encoder's decode: no leading space dropped)."""
+    plain encoder's decode: no leading space dropped), through `HFDecoder` and through the
+    decoder `decoder_for` picks."""
     token_ids = hf.encoder.encode(text)
-    decoder = HFDecoder(hf.tokenizer)
+    decoder = make_decoder(hf.tokenizer)
     streamed = "".join(decoder.step(i) for i in token_ids) + decoder.flush()
     assert streamed == hf.encoder.decode(token_ids)
     if lossless(hf):
@@ -103,7 +121,7 @@ def test_compiled_conversations_parse_back(hf: HF, shape: list[list[tuple[str, b
     ]
     token_ids = hf.compiler.compile(conversation).ids
     parsed = parse_ids(
-        token_ids, hf.ids, HFDecoder(hf.tokenizer), side="model", modalities={"image": HF_IMAGE}
+        token_ids, hf.ids, decoder_for(hf.tokenizer), side="model", modalities={"image": HF_IMAGE}
     )
     if lossless(hf):
         assert parsed == conversation
@@ -121,8 +139,8 @@ def test_compiled_conversations_parse_back(hf: HF, shape: list[list[tuple[str, b
                     assert got_block.text == text
     plain = [Transmission.of(Block.of(b.kind, b.text) for b in t.blocks) for t in conversation]
     full = hf.tokenizer(render_text(plain), add_special_tokens=False)["input_ids"]
-    assert parse_ids(full, hf.ids, HFDecoder(hf.tokenizer), side="model") == parse_ids(
-        hf.compiler.compile(plain).ids, hf.ids, HFDecoder(hf.tokenizer), side="model"
+    assert parse_ids(full, hf.ids, decoder_for(hf.tokenizer), side="model") == parse_ids(
+        hf.compiler.compile(plain).ids, hf.ids, decoder_for(hf.tokenizer), side="model"
     )
 
 
@@ -145,12 +163,12 @@ def test_a_seed_conversation_through_the_compiler(hf: HF) -> None:
     ]
     token_ids = hf.compiler.compile(conversation).ids
     if hf.family != "wordpiece":
-        assert parse_ids(token_ids, hf.ids, HFDecoder(hf.tokenizer)) == conversation
+        assert parse_ids(token_ids, hf.ids, decoder_for(hf.tokenizer)) == conversation
         return
     # WordPiece spaces out and lowercases JSON beyond reading: the structure still holds, and
     # a lenient parse says which payloads broke a rule
     events = feed_all(
-        StreamParser(hf.ids, HFDecoder(hf.tokenizer), side="any", strict=False), token_ids
+        StreamParser(hf.ids, decoder_for(hf.tokenizer), side="any", strict=False), token_ids
     )
     assert [[b.kind for b in t.blocks] for t in transmissions_of(events)] == [
         [b.kind for b in t.blocks] for t in conversation
@@ -165,7 +183,7 @@ def test_wordpiece_loses_the_framing_newlines_and_still_parses(make_installed: A
     assert encoder.encode("\n") == []
     block = Block.of("out", "Fix the failing test.")
     token_ids = Compiler(encoder, installed.ids).compile([Transmission.of([block])]).ids
-    (transmission,) = parse_ids(token_ids, installed.ids, HFDecoder(installed.tokenizer))
+    (transmission,) = parse_ids(token_ids, installed.ids, decoder_for(installed.tokenizer))
     assert transmission.blocks == (Block.of("out", "fix the failing test."),)
 
 
@@ -177,7 +195,7 @@ def test_metaspace_text_after_a_run_keeps_its_leading_space(make_installed: Any)
     block = Block.of("out", [" test", TokenRun((100_001,), "image"), " test "])
     token_ids = Compiler(encoder, installed.ids).compile([Transmission.of([block])]).ids
     (transmission,) = parse_ids(
-        token_ids, installed.ids, HFDecoder(installed.tokenizer), modalities={"i": HF_IMAGE}
+        token_ids, installed.ids, decoder_for(installed.tokenizer), modalities={"i": HF_IMAGE}
     )
     assert transmission.blocks == (Block.of("out", [" test", TokenRun((100_001,), "i"), " test "]),)
     # what the tokenizer's own decoder does with a piece that starts with "▁"
@@ -199,7 +217,7 @@ def test_the_piece_backend_is_made_once_and_again_after_new_tokens(make_tokenize
 def test_the_decoy_added_token_decodes_as_text(hf: HF) -> None:
     decoy = hf.tokenizer.convert_tokens_to_ids("<tool_call>")
     token_ids = [hf.ids[Kind.OUT], *hf.encoder.encode("\n"), decoy, hf.ids[Kind.EOT]]
-    (transmission,) = parse_ids(token_ids, hf.ids, HFDecoder(hf.tokenizer))
+    (transmission,) = parse_ids(token_ids, hf.ids, decoder_for(hf.tokenizer))
     assert transmission.blocks[0].text == "<tool_call>"
 
 
@@ -211,9 +229,95 @@ def test_hf_decoder_takes_a_backend_and_refuses_other_things(bytelevel: Any) -> 
         decoder.step(10**7)
     with pytest.raises(ValueError, match="HFDecoder needs"):
         HFDecoder(object())
-    assert isinstance(decoder_for(bytelevel), HFDecoder)
-    assert isinstance(decoder_for(_WithBytes()), BytesDecoder)
     assert isinstance(decoder, Decoder)
+
+
+def test_decoder_for_picks_the_byte_table_for_a_plain_bytelevel_decoder(
+    bytelevel: Any, metaspace_first: Any
+) -> None:
+    assert isinstance(decoder_for(bytelevel), BytesDecoder)
+    assert isinstance(decoder_for(bytelevel.backend_tokenizer), BytesDecoder)
+    assert isinstance(decoder_for(_WithBytes()), BytesDecoder)
+    assert isinstance(decoder_for(metaspace_first), HFDecoder)
+    assert byte_level_table(metaspace_first) is None
+    wrapped = bytelevel.backend_tokenizer
+    wrapped.decoder = decoders.Sequence([decoders.ByteLevel()])  # not plain: DecodeStream
+    assert isinstance(decoder_for(wrapped), HFDecoder)
+    with pytest.raises(ValueError, match="byte_level_table needs"):
+        byte_level_table(object())
+
+
+def test_the_byte_table_gives_every_id_as_the_tokenizer_decodes_it(hf: HF) -> None:
+    """Every id of the vocabulary (the SMI tokens, the decoy, a special `<|endoftext|>`, byte
+    tokens that are parts of characters) and an added token the ByteLevel map can't spell (a
+    space, a non-ASCII special): the table's bytes, decoded lossily, equal `decode([id])`."""
+    if hf.family != "bytelevel":
+        assert byte_level_table(hf.tokenizer) is None
+        return
+    backend = hf.tokenizer.backend_tokenizer
+    backend.add_tokens([AddedToken("<de coy>", special=False), AddedToken("ée→x", special=True)])
+    table = byte_level_table(backend)
+    assert table is not None
+    size = backend.get_vocab_size(with_added_tokens=True)
+    singles = backend.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
+    assert [table[i].decode("utf-8", "replace") for i in range(size)] == singles
+    assert table[backend.token_to_id("<de coy>")] == b"<de coy>"
+    assert table[backend.token_to_id("ée→x")] == "ée→x".encode()
+    partial = [i for i in range(size) if i not in table.texts]
+    assert partial and all("\ufffd" in singles[i] for i in partial)  # parts of characters
+    for token_id in (size, -1, 10**30):
+        with pytest.raises(ValueError, match="no bytes"):
+            table[token_id]
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 10**9), max_size=24))
+def test_a_bytelevel_stream_adds_up_to_one_decode_of_any_ids(
+    bytelevel: Any, picks: list[int]
+) -> None:
+    """Any ids at all (parts of characters in any order, added and special tokens): the byte
+    table's stream plus the flush is `decode` of them all."""
+    backend = bytelevel.backend_tokenizer
+    token_ids = [p % backend.get_vocab_size(with_added_tokens=True) for p in picks]
+    decoder = decoder_for(bytelevel)
+    streamed = "".join(decoder.step(i) for i in token_ids) + decoder.flush()
+    assert streamed == backend.decode(token_ids, skip_special_tokens=False)
+
+
+def test_decoders_of_one_vocabulary_share_its_table_and_keep_it_alive(bytelevel: Any) -> None:
+    table = byte_level_table(bytelevel)
+    assert table is not None and byte_level_table(bytelevel.backend_tokenizer) is table
+    first_id = bytelevel.backend_tokenizer.token_to_id("a")
+    decoder_for(bytelevel).step(first_id)
+    assert table.texts[first_id] == "a"  # learnt by one decoder, there for the next
+    rwkv_like = _WithBytes()
+    assert decoder_for(rwkv_like)._table is decoder_for(rwkv_like)._table  # type: ignore[attr-defined]
+    # the table refers to its vocabulary weakly; a decoder holds it while it lives
+    fresh = build_tokenizer("bytelevel")
+    gone = weakref.ref(fresh.backend_tokenizer)
+    decoder = decoder_for(fresh)
+    del fresh
+    gc.collect()
+    assert gone() is not None
+    assert decoder.step(first_id) == "a"
+    del decoder
+    gc.collect()
+    assert gone() is None
+
+
+def test_the_inline_path_waits_while_a_character_is_incomplete(hf: HF) -> None:
+    """An id whose text the table knows, after a part of a character: the parser's inline
+    path must not give it ahead of the broken character (`decode` gives U+FFFD first)."""
+    if hf.family != "bytelevel":
+        return
+    backend = hf.tokenizer.backend_tokenizer
+    a_id = backend.token_to_id("a")
+    lead = backend.token_to_id("Ã")  # the ByteLevel spelling of the byte 0xC3
+    body = [a_id, a_id, lead, a_id, a_id]
+    token_ids = [hf.ids[Kind.OUT], *hf.encoder.encode("\n"), *body, hf.ids[Kind.EOT]]
+    for _ in range(2):  # the second time with "a" learnt by the shared table
+        (transmission,) = parse_ids(token_ids, hf.ids, decoder_for(hf.tokenizer), side="model")
+        assert transmission.blocks[0].text == "aa\ufffdaa" == backend.decode(body)
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,21 @@ characters from `step`, keeps an incomplete tail until a later id completes it, 
 rest at `flush` (the end of a payload piece: the next structural id or a token run). The
 parser calls `reset` at each block start, so nothing of one payload leaks into the next.
 
-- `BytesDecoder` is for vocabularies whose ids map to raw bytes (the RWKV world trie): an
-  incremental UTF-8 decoder with errors "replace", so a byte that can never start or continue
-  a character becomes U+FFFD at once, and a tail that is still incomplete at `flush` becomes
-  one U+FFFD.
-- `HFDecoder` is for any Hugging Face tokenizer (ByteLevel, Metaspace, WordPiece, …), built on
+- `BytesDecoder` is for vocabularies whose ids stand for raw bytes: the RWKV world trie
+  (`token_bytes`) and every Hugging Face tokenizer whose decoder is a plain ByteLevel (GPT-2,
+  GPT-NeoX as in Mamba, Llama 3, Qwen: `decoder_for` picks it). Their decode is, by
+  definition, the ids' bytes joined, then UTF-8 with errors replaced, so an incremental UTF-8
+  decoder (errors "replace") over each id's bytes gives exactly `decode` of the piece: a byte
+  that can never start or continue a character becomes U+FFFD at once, a tail still incomplete
+  at `flush` becomes one U+FFFD. A ByteLevel token's bytes are its characters mapped back
+  through GPT-2's byte-to-character table, or, when one of its characters is not in that
+  table (an added token such as `<tool call>`), the token's own UTF-8 (the rule of the
+  tokenizers ByteLevel decoder; the tests check it against `decode` over whole vocabularies and
+  random id sequences). Each id's bytes are learnt the first time an id is seen (`ByteTable`,
+  one per vocabulary, shared by its decoders); ids whose bytes are whole characters also keep
+  their text, which the parser's inline path reads with one dict lookup (`raw_step`): several
+  times cheaper than a `DecodeStream.step`.
+- `HFDecoder` is for any other Hugging Face tokenizer (Metaspace, WordPiece, …), built on
   `tokenizers.decoders.DecodeStream(skip_special_tokens=False)` and recreated per piece. What
   it yields over a piece always adds up to `backend.decode(piece_ids,
   skip_special_tokens=False)` of the whole piece: `flush` compares and gives the remainder.
@@ -36,7 +46,16 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["BytesDecoder", "Decoder", "HFDecoder", "decoder_for", "fast_step", "piece_backend"]
+__all__ = [
+    "ByteTable",
+    "BytesDecoder",
+    "Decoder",
+    "HFDecoder",
+    "byte_level_table",
+    "decoder_for",
+    "fast_step",
+    "piece_backend",
+]
 
 _REPLACEMENT = "\ufffd"
 
@@ -59,22 +78,57 @@ class Decoder(Protocol):
         ...
 
 
-class BytesDecoder:
-    """Raw token bytes through an incremental UTF-8 decoder (errors "replace")."""
+class ByteTable:
+    """The bytes of a vocabulary's ids, learnt as ids come (a vocabulary of 128k ids is never
+    walked whole): `texts` holds the text of each id seen whose bytes are whole UTF-8
+    characters. Ids keep their bytes: tokens are only ever appended to a vocabulary."""
 
     def __init__(self, token_bytes: Callable[[int], bytes]) -> None:
         self._token_bytes = token_bytes
+        self._bytes: dict[int, bytes] = {}
+        self.texts: dict[int, str] = {}
+
+    def __getitem__(self, token_id: int) -> bytes:
+        data = self._bytes.get(token_id)
+        if data is not None:
+            return data
+        try:
+            data = self._token_bytes(token_id)
+        except (KeyError, IndexError, ValueError, OverflowError) as exc:
+            raise ValueError(f"id {token_id} has no bytes in this vocabulary ({exc})") from None
+        if not isinstance(data, bytes) and not isinstance(data, bytearray):
+            raise ValueError(f"id {token_id}: token_bytes gave {type(data).__name__}, not bytes")
+        data = self._bytes[token_id] = bytes(data)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data  # a part of a character: always through the incremental decoder
+        self.texts[token_id] = text
+        return data
+
+
+#: `raw_step`'s table while a character is incomplete: every id takes `step`
+_NOTHING: dict[int, str] = {}
+
+
+class BytesDecoder:
+    """Raw token bytes through an incremental UTF-8 decoder (errors "replace")."""
+
+    def __init__(self, token_bytes: Callable[[int], bytes] | ByteTable, owner: Any = None) -> None:
+        self._owner = owner  # a shared table's vocabulary, kept alive while this decoder is
+        self._table = token_bytes if isinstance(token_bytes, ByteTable) else ByteTable(token_bytes)
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._decode = self._decoder.decode
 
     def step(self, token_id: int) -> str:
-        try:
-            data = self._token_bytes(token_id)
-        except (KeyError, IndexError, ValueError) as exc:
-            raise ValueError(f"id {token_id} has no bytes in this vocabulary ({exc})") from None
-        if not isinstance(data, bytes) and not isinstance(data, bytearray):
-            raise ValueError(f"id {token_id}: token_bytes gave {type(data).__name__}, not bytes")
-        return self._decode(data, False)
+        return self._decode(self._table[token_id], False)
+
+    def raw_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]]:
+        """`(dict.get, texts, step)` for `fast_step`: while no character is incomplete, an id
+        with whole characters is its text; any other id (None) takes `step`. Valid until the
+        next call of a method of this decoder."""
+        pending = self._decoder.getstate()[0]
+        return dict.get, _NOTHING if pending else self._table.texts, self.step
 
     def flush(self) -> str:
         text = str(self._decoder.decode(b"", True))
@@ -93,23 +147,10 @@ class HFDecoder:
     streamed text against one decode of the whole piece and give exactly the remainder; should
     DecodeStream ever fail (it refuses when a decoder rewrites text it already gave), the piece
     goes on by whole-piece decoding, emitting only what extends the text already given.
-
-    A plain ByteLevel decoder is byte concatenation then lossy UTF-8, so DecodeStream (which
-    emits only up to a complete character) already adds up to the whole decode: one stream
-    serves every piece, nothing is kept, and the tail at `flush`/`reset` comes from stepping a
-    plain ASCII id (`"a"`) and dropping it (an incomplete tail + "a" decodes to U+FFFD + "a").
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        from tokenizers import Tokenizer
-
-        backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-        if not isinstance(backend, Tokenizer):
-            raise ValueError(
-                "HFDecoder needs a tokenizers.Tokenizer or a fast tokenizer with "
-                f"backend_tokenizer, not {type(tokenizer).__name__}"
-            )
-        self._backend, self._sentinel = _piece(backend)
+        self._backend = piece_backend(_backend_of(tokenizer, "HFDecoder"))
         #: ids below this have a token (a decoder made before tokens were added doesn't know
         #: them: make a new one)
         self._size: int = self._backend.get_vocab_size(with_added_tokens=True)
@@ -117,56 +158,20 @@ class HFDecoder:
         self._ids: list[int] = []
         self._given: list[str] = []
         self._streaming = True
-        self._held = False  # byte-level: an id since the last clean point gave no text
-        self._new_stream()
+        self.reset()
 
-    def _new_stream(self) -> None:
+    def reset(self) -> None:
         from tokenizers.decoders import DecodeStream
 
         self._stream = DecodeStream(skip_special_tokens=False)
-        self._stream_step: Callable[[Any, int], str | None] = self._stream.step
-
-    def reset(self) -> None:
-        if self._sentinel is not None:
-            if self._held:
-                self._tail()
-            return
-        self._new_stream()
         self._ids = []
         self._given = []
         self._streaming = True
-
-    def _tail(self) -> str:
-        self._held = False
-        assert self._sentinel is not None
-        text = self._stream_step(self._backend, self._sentinel)
-        return text[:-1] if text else ""
-
-    def raw_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]] | None:
-        """Byte-level only: `(step, backend, held)` (see `fast_step`), DecodeStream's own step
-        on the one stream this decoder keeps; None otherwise."""
-        if self._sentinel is None:
-            return None
-        return self._stream_step, self._backend, self.held
-
-    def held(self, token_id: int) -> str:
-        """Byte-level: after DecodeStream gave None (or failed) for `token_id`."""
-        if not 0 <= token_id < self._size:
-            raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
-        self._held = True
-        return ""
 
     def _decode(self) -> str:
         return str(self._backend.decode(self._ids, skip_special_tokens=False))
 
     def step(self, token_id: int) -> str:
-        if self._sentinel is not None:
-            try:
-                text = self._stream_step(self._backend, token_id)
-            except Exception:
-                self.held(token_id)  # an id outside the vocabulary: ValueError
-                raise
-            return text if text is not None else self.held(token_id)
         if not 0 <= token_id < self._size:
             raise ValueError(f"id {token_id} is not in the tokenizer's vocabulary")
         self._ids.append(token_id)
@@ -188,8 +193,6 @@ class HFDecoder:
         return ""
 
     def flush(self) -> str:
-        if self._sentinel is not None:
-            return self._tail() if self._held else ""
         given = "".join(self._given)
         full = self._decode() if self._ids else ""
         self.reset()
@@ -208,23 +211,31 @@ def fast_step(
     decoder: Decoder,
 ) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str] | None]:
     """`(step, arg, held)` for a hot loop: `step(arg, id)` does `decoder.step(id)`'s work; where
-    it gives None or raises, `held(id)` finishes it (ValueError for an unknown id, else "");
-    `held` is None when `step` never does. Valid for the decoder's lifetime."""
+    it gives None, `held(id)` does it (`held` is None when `step` never gives None). Valid
+    until the next call of a method of the decoder: ask again after one."""
     raw = getattr(decoder, "raw_step", None)
-    fast = raw() if raw is not None else None
-    if fast is not None:
-        return fast  # type: ignore[no-any-return]
+    if raw is not None:
+        return raw()  # type: ignore[no-any-return]
     method = decoder.step
     if isinstance(method, types.MethodType):
         return method.__func__, method.__self__, None
     return _call, method, None
 
 
-#: backend -> (vocabulary size, its piece copy or None when it is fine as it is, the byte-level
-#: sentinel id or None)
-_PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any, int | None]] = (
-    weakref.WeakKeyDictionary()
-)
+def _backend_of(tokenizer: Any, who: str) -> Any:
+    from tokenizers import Tokenizer
+
+    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
+    if not isinstance(backend, Tokenizer):
+        raise ValueError(
+            f"{who} needs a tokenizers.Tokenizer or a fast tokenizer with "
+            f"backend_tokenizer, not {type(tokenizer).__name__}"
+        )
+    return backend
+
+
+#: backend -> (vocabulary size, its piece copy or None when it is fine as it is)
+_PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
 
 
 def _never(node: Any) -> bool:
@@ -241,43 +252,92 @@ def _never(node: Any) -> bool:
     return changed
 
 
-def _sentinel(backend: Any, decoder: Any) -> int | None:
-    """A plain ByteLevel decoder's id for "a", when it decodes to "a" alone."""
-    if not isinstance(decoder, dict) or decoder.get("type") != "ByteLevel":
-        return None
-    token_id = backend.token_to_id("a")
-    if token_id is None or backend.decode([token_id], skip_special_tokens=False) != "a":
-        return None
-    return int(token_id)
-
-
-def _piece(backend: Any) -> tuple[Any, int | None]:
+def piece_backend(backend: Any) -> Any:
+    """The backend to decode payload pieces with: `backend` itself, or (for a Metaspace
+    decoder that strips a first `▁`) a copy that doesn't, made once per backend and vocabulary
+    size (a copy made before tokens were added is made again)."""
     size = backend.get_vocab_size(with_added_tokens=True)
     cached = _PIECE_BACKENDS.get(backend)
     if cached is not None and cached[0] == size:
-        return cached[1] or backend, cached[2]
+        return cached[1] or backend
     data = json.loads(backend.to_str())
     copy = None
     if _never(data.get("decoder")):
         from tokenizers import Tokenizer
 
         copy = Tokenizer.from_str(json.dumps(data))
-    sentinel = _sentinel(backend, data.get("decoder"))
-    _PIECE_BACKENDS[backend] = (size, copy, sentinel)  # the copy holds no reference to the key
-    return copy or backend, sentinel
+    _PIECE_BACKENDS[backend] = (size, copy)  # the copy holds no reference to the key
+    return copy or backend
 
 
-def piece_backend(backend: Any) -> Any:
-    """The backend to decode payload pieces with: `backend` itself, or (for a Metaspace
-    decoder that strips a first `▁`) a copy that doesn't, made once per backend and vocabulary
-    size (a copy made before tokens were added is made again)."""
-    return _piece(backend)[0]
+def _byte_level_chars() -> dict[int, int]:
+    """GPT-2's byte-to-character table, reversed for `str.translate`: each of its characters to
+    its byte; every other character below 256 to one above, so `encode("latin-1")` fails on a
+    token that has one (it is then taken as UTF-8, as the ByteLevel decoder does)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in printable]
+    table = {b: b for b in printable}
+    table.update({0x100 + n: b for n, b in enumerate(others)})
+    table.update({b: 0x10FFFF for b in others})
+    return table
+
+
+_BYTE_LEVEL: dict[int, int] = {}
+
+
+def _byte_level_bytes(backend: Any, token_id: int) -> bytes:
+    """A ByteLevel token's bytes: its characters through GPT-2's table, or its UTF-8 when one
+    of them is not in the table."""
+    token = backend.id_to_token(token_id) if token_id >= 0 else None
+    if token is None:
+        raise ValueError("not in the tokenizer's vocabulary")
+    if not _BYTE_LEVEL:
+        _BYTE_LEVEL.update(_byte_level_chars())
+    try:
+        return str(token).translate(_BYTE_LEVEL).encode("latin-1")
+    except UnicodeEncodeError:
+        return str(token).encode("utf-8")
+
+
+def _token_bytes(vocabulary: Any, token_id: int) -> bytes:
+    return vocabulary.token_bytes(token_id)  # type: ignore[no-any-return]
+
+
+#: vocabulary -> its ByteTable, shared by its decoders (a turn's parser learns nothing anew);
+#: a table refers to its vocabulary weakly and each decoder holds it strongly
+_TABLES: weakref.WeakKeyDictionary[Any, ByteTable] = weakref.WeakKeyDictionary()
+
+
+def _shared_table(vocabulary: Any, token_bytes: Callable[[Any, int], bytes]) -> ByteTable:
+    try:
+        table = _TABLES.get(vocabulary)
+    except TypeError:  # not weakly referable: a table of its own
+        return ByteTable(lambda token_id: token_bytes(vocabulary, token_id))
+    if table is None:
+        owner = weakref.ref(vocabulary)
+        table = ByteTable(lambda token_id: token_bytes(owner(), token_id))
+        _TABLES[vocabulary] = table
+    return table
+
+
+def byte_level_table(tokenizer: Any) -> ByteTable | None:
+    """The `ByteTable` of a tokenizer whose decoder is a plain ByteLevel (one per backend);
+    None for any other decoder."""
+    from tokenizers.decoders import ByteLevel
+
+    backend = _backend_of(tokenizer, "byte_level_table")
+    if not isinstance(backend.decoder, ByteLevel):
+        return None
+    return _shared_table(backend, _byte_level_bytes)
 
 
 def decoder_for(vocabulary: Any) -> Decoder:
     """The decoder that fits: `BytesDecoder` for an object with `token_bytes(id) -> bytes` (a
-    trie encoder), `HFDecoder` for a Hugging Face tokenizer."""
-    token_bytes = getattr(vocabulary, "token_bytes", None)
-    if callable(token_bytes):
-        return BytesDecoder(token_bytes)
-    return HFDecoder(vocabulary)
+    trie encoder) or a Hugging Face tokenizer with a plain ByteLevel decoder, `HFDecoder` for
+    any other Hugging Face tokenizer."""
+    if callable(getattr(vocabulary, "token_bytes", None)):
+        return BytesDecoder(_shared_table(vocabulary, _token_bytes), vocabulary)
+    table = byte_level_table(vocabulary)
+    if table is None:
+        return HFDecoder(vocabulary)
+    return BytesDecoder(table, getattr(vocabulary, "backend_tokenizer", vocabulary))

@@ -75,6 +75,8 @@ _set_text = cast(Any, PayloadText.__dict__["text"]).__set__
 #: a lookup costs a fifth of making one; each kind's table is emptied when it is full
 _TEXT_EVENTS: dict[Kind, dict[str, PayloadText]] = {kind: {} for kind in Kind}
 _TEXT_EVENTS_MAX = 8192
+#: `feed`'s events while every text must go through `_fast_text`
+_NO_EVENTS: dict[str, PayloadText] = {}
 
 _KINDS = tuple(Kind)
 _N_KINDS = len(_KINDS)
@@ -196,6 +198,7 @@ class StreamParser:
         self._reset_block()
         decoder.reset()
         self._raw, self._raw_arg, self._held = fast_step(decoder)
+        self._raw_step = getattr(decoder, "raw_step", None)  # to ask again (`_update_fast`)
         #: `feed`'s inline path is open for the ids not in this: all of them, or (a text id now is
         #: plain payload, see `_update_fast`) the structural ones
         self._gate: Container[int] = _ALL
@@ -267,27 +270,25 @@ class StreamParser:
     # -- machinery -------------------------------------------------------------------------
 
     def _update_fast(self) -> None:
-        """Open `feed`'s inline path where a text id is plain payload: a block whose leading
-        "\n" is settled, no "\n" held, no run, and THINK ids only while no limit applies (they
-        are counted from the position, `_settle_think`)."""
+        """Open `feed`'s inline path where a text id is payload text: a block with no run, and
+        THINK ids only while no limit applies (they are counted from the position,
+        `_settle_think`). While the block's leading "\n" is not settled or a "\n" is held, no
+        text has a shared event: each goes through `_fast_text`."""
         self._settle_think()
         kind = self._kind
-        fast = (
-            self._all_text
-            and kind is not None
-            and not self._run
-            and not self._at_start
-            and not self._held_newline
-            and self._failed is None
-        )
+        fast = self._all_text and kind is not None and not self._run and self._failed is None
         if kind is _THINK and fast:
             if self._reasoning is not None and self._reasoning.max_tokens is not None:
                 fast = False
             else:
                 self._think_from = self.position
         self._gate = self._slots if fast else _ALL
+        # the decoder's state may have changed (a byte-level one's half character)
+        if self._raw_step is not None:
+            self._raw, self._raw_arg, self._held = self._raw_step()
         if kind is not None:
-            self._events = _TEXT_EVENTS[kind]
+            unsettled = self._at_start or self._held_newline
+            self._events = _NO_EVENTS if unsettled else _TEXT_EVENTS[kind]
         self._text_add = self._text.append
 
     def _settle_think(self) -> None:
@@ -296,27 +297,27 @@ class StreamParser:
             self._think_from = None
 
     def _fast_text(self, token_id: int, text: str | None) -> list[Event]:
-        """`feed`'s inline path for a text with no shared event: None, "", a trailing "\\n"
-        (held back, see `_text_in`), or new."""
+        """`feed`'s inline path for a text with no shared event: None (the decoder's fast
+        step didn't give it), a "\n" at either end (framing, see `_text_in`), or new."""
         if text is None:
             return self._fast_failed(token_id, None)
         self.position += 1
+        if self._at_start or self._held_newline or text[-1:] == "\n":
+            out: list[Event] = []
+            self._text_in(out, text)
+            if not self._at_start and not self._held_newline:
+                self._events = _TEXT_EVENTS[self._kind]  # type: ignore[index]
+            else:
+                self._events = _NO_EVENTS
+            return out
         if not text:
             return []
-        if text[-1] == "\n":
-            self._held_newline = True
-            self._gate = _ALL
-            text = text[:-1]
-            if not text:
-                return []
-            self._text.append(text)
-            return [PayloadText(self._kind, text)]  # type: ignore[arg-type]
         self._text.append(text)
         return [self._new_text(text)]
 
     def _new_text(self, text: str) -> PayloadText:
-        """A shared event for a text without a trailing "\\n"."""
-        events = self._events
+        """A shared event for a text without a "\\n" at either end."""
+        events = _TEXT_EVENTS[self._kind]  # type: ignore[index]
         if len(events) >= _TEXT_EVENTS_MAX:
             events.clear()
         event = events[text] = PayloadText(self._kind, text)  # type: ignore[arg-type]
