@@ -272,8 +272,8 @@ class StreamParser:
     def _update_fast(self) -> None:
         """Open `feed`'s inline path where a text id is payload text: a block with no run, and
         THINK ids only while no limit applies (they are counted from the position,
-        `_settle_think`). While the block's leading "\n" is not settled or a "\n" is held, no
-        text has a shared event: each goes through `_fast_text`."""
+        `_settle_think`). While the block's leading "\\n" is not settled or a "\\n" is held,
+        no text has a shared event: each goes through `_fast_text`."""
         self._settle_think()
         kind = self._kind
         fast = self._all_text and kind is not None and not self._run and self._failed is None
@@ -298,7 +298,8 @@ class StreamParser:
 
     def _fast_text(self, token_id: int, text: str | None) -> list[Event]:
         """`feed`'s inline path for a text with no shared event: None (the decoder's fast
-        step didn't give it), a "\n" at either end (framing, see `_text_in`), or new."""
+        step didn't give it), the block's first text or one after a held "\\n" or one ending
+        in "\\n" (framing, see `_text_in`), or a new text."""
         if text is None:
             return self._fast_failed(token_id, None)
         self.position += 1
@@ -316,7 +317,7 @@ class StreamParser:
         return [self._new_text(text)]
 
     def _new_text(self, text: str) -> PayloadText:
-        """A shared event for a text without a "\\n" at either end."""
+        """A shared event for a text without a trailing "\\n"."""
         events = _TEXT_EVENTS[self._kind]  # type: ignore[index]
         if len(events) >= _TEXT_EVENTS_MAX:
             events.clear()
