@@ -17,13 +17,16 @@ from tokenizers import AddedToken, decoders
 from smllm.smi.compile import Compiler
 from smllm.smi.decode import (
     BytesDecoder,
+    ByteTable,
     Decoder,
     HFDecoder,
-    byte_level_table,
+    PieceDecoder,
     decoder_for,
     piece_backend,
+    vocabulary_table,
 )
 from smllm.smi.encode import PlainEncoder
+from smllm.smi.metaspace import PieceTable
 from smllm.smi.parser import (
     ParseError,
     PayloadText,
@@ -144,6 +147,24 @@ def test_compiled_conversations_parse_back(hf: HF, shape: list[list[tuple[str, b
     )
 
 
+@SETTINGS
+@given(st.lists(st.lists(hf_texts, min_size=1, max_size=3), min_size=1, max_size=3))
+def test_one_id_at_a_time_gives_what_the_whole_stream_gives(hf: HF, shape: list[list[str]]) -> None:
+    """The parser's inline path (ids fed one at a time, read from the decoder's table once it
+    has learnt them) against the whole stream fed at once, twice: the second time every id is
+    learnt."""
+    kinds = [Kind.THINK, Kind.OUT, Kind.ACT]
+    conversation = [
+        Transmission.of(Block.of(kinds[n % 3], text) for n, text in enumerate(payloads))
+        for payloads in shape
+    ]
+    token_ids = hf.compiler.compile(conversation).ids
+    whole = StreamParser(hf.ids, decoder_for(hf.tokenizer), side="model").feed(token_ids)
+    for _ in range(2):
+        parser = StreamParser(hf.ids, decoder_for(hf.tokenizer), side="model")
+        assert [e for token_id in token_ids for e in parser.feed(token_id)] == whole
+
+
 def test_a_seed_conversation_through_the_compiler(hf: HF) -> None:
     act = {"id": "a1", "type": "tool", "name": "bash", "arguments": {"command": "git status"}}
     conversation = [
@@ -232,19 +253,28 @@ def test_hf_decoder_takes_a_backend_and_refuses_other_things(bytelevel: Any) -> 
     assert isinstance(decoder, Decoder)
 
 
-def test_decoder_for_picks_the_byte_table_for_a_plain_bytelevel_decoder(
-    bytelevel: Any, metaspace_first: Any
+def test_decoder_for_picks_a_table_where_the_decoder_reads_each_token_alone(
+    bytelevel: Any, metaspace_first: Any, wordpiece: Any
 ) -> None:
     assert isinstance(decoder_for(bytelevel), BytesDecoder)
     assert isinstance(decoder_for(bytelevel.backend_tokenizer), BytesDecoder)
     assert isinstance(decoder_for(_WithBytes()), BytesDecoder)
-    assert isinstance(decoder_for(metaspace_first), HFDecoder)
-    assert byte_level_table(metaspace_first) is None
+    assert isinstance(decoder_for(metaspace_first), PieceDecoder)
+    assert isinstance(decoder_for(wordpiece), HFDecoder)
+    assert vocabulary_table(wordpiece) is None
     wrapped = bytelevel.backend_tokenizer
+    table = vocabulary_table(wrapped)
     wrapped.decoder = decoders.Sequence([decoders.ByteLevel()])  # not plain: DecodeStream
     assert isinstance(decoder_for(wrapped), HFDecoder)
-    with pytest.raises(ValueError, match="byte_level_table needs"):
-        byte_level_table(object())
+    wrapped.decoder = decoders.ByteLevel()  # the same decoder again: the same table
+    assert vocabulary_table(wrapped) is table
+    wrapped.decoder = decoders.Metaspace()  # another decoder: its own table
+    assert isinstance(vocabulary_table(wrapped), PieceTable)
+    wrapped.decoder = decoders.ByteLevel()
+    assert isinstance(vocabulary_table(wrapped), ByteTable)
+    assert vocabulary_table(wrapped) is not table
+    with pytest.raises(ValueError, match="vocabulary_table needs"):
+        vocabulary_table(object())
 
 
 def test_the_byte_table_gives_every_id_as_the_tokenizer_decodes_it(hf: HF) -> None:
@@ -252,12 +282,11 @@ def test_the_byte_table_gives_every_id_as_the_tokenizer_decodes_it(hf: HF) -> No
     tokens that are parts of characters) and an added token the ByteLevel map can't spell (a
     space, a non-ASCII special): the table's bytes, decoded lossily, equal `decode([id])`."""
     if hf.family != "bytelevel":
-        assert byte_level_table(hf.tokenizer) is None
-        return
+        return  # the `▁` family's tables: test_metaspace.py
     backend = hf.tokenizer.backend_tokenizer
     backend.add_tokens([AddedToken("<de coy>", special=False), AddedToken("ée→x", special=True)])
-    table = byte_level_table(backend)
-    assert table is not None
+    table = vocabulary_table(backend)
+    assert isinstance(table, ByteTable)
     size = backend.get_vocab_size(with_added_tokens=True)
     singles = backend.decode_batch([[i] for i in range(size)], skip_special_tokens=False)
     assert [table[i].decode("utf-8", "replace") for i in range(size)] == singles
@@ -285,8 +314,9 @@ def test_a_bytelevel_stream_adds_up_to_one_decode_of_any_ids(
 
 
 def test_decoders_of_one_vocabulary_share_its_table_and_keep_it_alive(bytelevel: Any) -> None:
-    table = byte_level_table(bytelevel)
-    assert table is not None and byte_level_table(bytelevel.backend_tokenizer) is table
+    table = vocabulary_table(bytelevel)
+    assert isinstance(table, ByteTable)
+    assert vocabulary_table(bytelevel.backend_tokenizer) is table
     first_id = bytelevel.backend_tokenizer.token_to_id("a")
     decoder_for(bytelevel).step(first_id)
     assert table.texts[first_id] == "a"  # learnt by one decoder, there for the next

@@ -20,7 +20,11 @@ parser calls `reset` at each block start, so nothing of one payload leaks into t
   one per vocabulary, shared by its decoders); ids whose bytes are whole characters also keep
   their text, which the parser's inline path reads with one dict lookup (`raw_step`): several
   times cheaper than a `DecodeStream.step`.
-- `HFDecoder` is for any other Hugging Face tokenizer (Metaspace, WordPiece, …), built on
+- `PieceDecoder` (metaspace.py) is for the `▁` family: a Metaspace decoder, or Replace `▁` +
+  ByteFallback + Fuse (+ Strip) as in Llama 2, Mistral and Gemma; its `PieceTable` is learnt and
+  shared the same way.
+- `HFDecoder` is for any other Hugging Face tokenizer (WordPiece, …), and for any tokenizer
+  when made directly (the tests compare the two paths). It is built on
   `tokenizers.decoders.DecodeStream(skip_special_tokens=False)` and recreated per piece. What
   it yields over a piece always adds up to `backend.decode(piece_ids,
   skip_special_tokens=False)` of the whole piece: `flush` compares and gives the remainder.
@@ -46,15 +50,18 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from .metaspace import PieceDecoder, PieceTable, decoder_shape
+
 __all__ = [
     "ByteTable",
     "BytesDecoder",
     "Decoder",
     "HFDecoder",
-    "byte_level_table",
+    "PieceDecoder",
     "decoder_for",
     "fast_step",
     "piece_backend",
+    "vocabulary_table",
 ]
 
 _REPLACEMENT = "\ufffd"
@@ -303,41 +310,62 @@ def _token_bytes(vocabulary: Any, token_id: int) -> bytes:
     return vocabulary.token_bytes(token_id)  # type: ignore[no-any-return]
 
 
-#: vocabulary -> its ByteTable, shared by its decoders (a turn's parser learns nothing anew);
-#: a table refers to its vocabulary weakly and each decoder holds it strongly
-_TABLES: weakref.WeakKeyDictionary[Any, ByteTable] = weakref.WeakKeyDictionary()
+Table = ByteTable | PieceTable
+
+#: vocabulary -> (its decoder's JSON, its table), the table shared by its decoders (a turn's
+#: parser learns nothing anew); a table refers to its vocabulary weakly and each decoder holds
+#: the vocabulary strongly. A backend given another decoder gets a new table.
+_TABLES: weakref.WeakKeyDictionary[Any, tuple[bytes | None, Table]] = weakref.WeakKeyDictionary()
 
 
-def _shared_table(vocabulary: Any, token_bytes: Callable[[Any, int], bytes]) -> ByteTable:
+def _trie_table(vocabulary: Any) -> ByteTable:
     try:
-        table = _TABLES.get(vocabulary)
+        cached = _TABLES.get(vocabulary)
     except TypeError:  # not weakly referable: a table of its own
-        return ByteTable(lambda token_id: token_bytes(vocabulary, token_id))
-    if table is None:
-        owner = weakref.ref(vocabulary)
-        table = ByteTable(lambda token_id: token_bytes(owner(), token_id))
-        _TABLES[vocabulary] = table
+        return ByteTable(lambda token_id: _token_bytes(vocabulary, token_id))
+    if cached is not None and isinstance(cached[1], ByteTable):
+        return cached[1]
+    owner = weakref.ref(vocabulary)
+    table = ByteTable(lambda token_id: _token_bytes(owner(), token_id))
+    _TABLES[vocabulary] = (None, table)
     return table
 
 
-def byte_level_table(tokenizer: Any) -> ByteTable | None:
-    """The `ByteTable` of a tokenizer whose decoder is a plain ByteLevel (one per backend);
-    None for any other decoder."""
+def vocabulary_table(tokenizer: Any) -> Table | None:
+    """The table of a Hugging Face tokenizer whose decoder reads each token on its own: a
+    `ByteTable` for a plain ByteLevel, a `PieceTable` for the `▁` family (metaspace.py); one
+    per backend and decoder. None for any other decoder (WordPiece, …)."""
     from tokenizers.decoders import ByteLevel
 
-    backend = _backend_of(tokenizer, "byte_level_table")
-    if not isinstance(backend.decoder, ByteLevel):
-        return None
-    return _shared_table(backend, _byte_level_bytes)
+    backend = _backend_of(tokenizer, "vocabulary_table")
+    decoder = backend.decoder
+    state = decoder.__getstate__() if decoder is not None else None
+    cached = _TABLES.get(backend)
+    if cached is not None and cached[0] == state:
+        return cached[1]
+    owner = weakref.ref(backend)
+    table: Table
+    if isinstance(decoder, ByteLevel):
+        table = ByteTable(lambda token_id: _byte_level_bytes(owner(), token_id))
+    else:
+        shape = decoder_shape(state)
+        if shape is None:
+            return None
+        table = PieceTable(shape, lambda token_id: owner().id_to_token(token_id))  # type: ignore[union-attr]
+    _TABLES[backend] = (state, table)
+    return table
 
 
 def decoder_for(vocabulary: Any) -> Decoder:
     """The decoder that fits: `BytesDecoder` for an object with `token_bytes(id) -> bytes` (a
-    trie encoder) or a Hugging Face tokenizer with a plain ByteLevel decoder, `HFDecoder` for
-    any other Hugging Face tokenizer."""
+    trie encoder) or a Hugging Face tokenizer with a plain ByteLevel decoder, `PieceDecoder`
+    for one of the `▁` family, `HFDecoder` for any other."""
     if callable(getattr(vocabulary, "token_bytes", None)):
-        return BytesDecoder(_shared_table(vocabulary, _token_bytes), vocabulary)
-    table = byte_level_table(vocabulary)
+        return BytesDecoder(_trie_table(vocabulary), vocabulary)
+    table = vocabulary_table(vocabulary)
     if table is None:
         return HFDecoder(vocabulary)
-    return BytesDecoder(table, getattr(vocabulary, "backend_tokenizer", vocabulary))
+    backend = getattr(vocabulary, "backend_tokenizer", vocabulary)
+    if isinstance(table, ByteTable):
+        return BytesDecoder(table, backend)
+    return PieceDecoder(table, backend)
