@@ -10,6 +10,7 @@ Each check runs the real `python -m smllm` in a new process, wrapped so that the
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,15 +92,25 @@ def loaded(
     flags = ["-S"] if bare else []
     if bare:
         env = {**env, "PYTHONPATH": str(Path(smllm_package.__file__).resolve().parent.parent)}
-    proc = subprocess.run(
-        [sys.executable, *flags, "-c", code],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        input=stdin,
-    )
+    # the input is in the pipe before the process starts, as a client's usually is by the time
+    # its hook reads: whether `select` is imported must not depend on who runs first
+    data = stdin.encode()
+    assert len(data) < 65536, "the pipe must take the whole input before the child runs"
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)
+    os.close(write_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, *flags, "-c", code],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=read_end,
+        )
+    finally:
+        os.close(read_end)
     # no dump means the process never reached its exit handlers: not "no modules" (a test
     # counting that as clean could pass on a crash)
     assert out.exists(), f"no module dump from {args}: rc {proc.returncode}, {proc.stderr[-500:]}"
