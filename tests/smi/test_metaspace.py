@@ -8,17 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import tokenizers
 from hypothesis import given
 from hypothesis import strategies as st
-from tokenizers import (
-    AddedToken,
-    Tokenizer,
-    decoders,
-    models,
-    normalizers,
-    pre_tokenizers,
-    trainers,
-)
+from tokenizers import AddedToken, Tokenizer, decoders
 
 from smllm.smi.compile import Compiler
 from smllm.smi.decode import HFDecoder, decoder_for, fast_step, piece_backend, vocabulary_table
@@ -51,9 +44,9 @@ def _byte_vocabulary(tok: Tokenizer) -> Tokenizer:
 
 def build(shape: str) -> Tokenizer:
     if shape in ("llama", "gemma"):
-        tok = Tokenizer(models.BPE(unk_token="<unk>"))
-        tok.normalizer = normalizers.Sequence(
-            [normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]
+        tok = Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
+        tok.normalizer = tokenizers.normalizers.Sequence(
+            [tokenizers.normalizers.Prepend("▁"), tokenizers.normalizers.Replace(" ", "▁")]
         )
         parts = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
         if shape == "llama":
@@ -61,10 +54,12 @@ def build(shape: str) -> Tokenizer:
         tok.decoder = decoders.Sequence(parts)
     else:
         scheme = shape.removeprefix("metaspace_")
-        tok = Tokenizer(models.BPE(unk_token="<unk>"))
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme=scheme)
+        tok = Tokenizer(tokenizers.models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(prepend_scheme=scheme)
         tok.decoder = decoders.Metaspace(prepend_scheme=scheme)
-    trainer = trainers.BpeTrainer(vocab_size=600, special_tokens=["<unk>"], show_progress=False)
+    trainer = tokenizers.trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<unk>"], show_progress=False
+    )
     tok.train_from_iterator(CORPUS, trainer=trainer)
     if shape in ("llama", "gemma"):
         tok = _byte_vocabulary(tok)
