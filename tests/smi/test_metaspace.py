@@ -3,6 +3,7 @@ tokenizer's own `decode` on tokenizers trained here: Llama-2 style (Replace + By
 Fuse + Strip, byte tokens in the vocabulary), Gemma style (no Strip), and Metaspace with each
 prepend scheme; then the shapes that are not the family, and the parser over them."""
 
+import functools
 import json
 from collections.abc import Callable
 from typing import Any
@@ -68,15 +69,15 @@ def build(shape: str) -> Tokenizer:
     return tok
 
 
-_BUILT: dict[str, Tokenizer] = {}
+@functools.cache
+def built(shape: str) -> Tokenizer:
+    """`build(shape)`, trained once per session (tests add nothing to it)."""
+    return build(shape)
 
 
 @pytest.fixture(params=SHAPES)
 def shaped(request: pytest.FixtureRequest) -> Tokenizer:
-    name = str(request.param)
-    if name not in _BUILT:
-        _BUILT[name] = build(name)
-    return _BUILT[name]
+    return built(str(request.param))
 
 
 def _byte(backend: Tokenizer, token_id: int) -> int | None:
@@ -200,7 +201,7 @@ def test_any_ids_stream_as_decode_gives_them(shaped: Tokenizer, picks: list[int]
 
 @pytest.mark.parametrize("shape", ["llama", "gemma"])
 def test_a_byte_group_that_breaks_keeps_what_it_gave(shape: str) -> None:
-    backend = _BUILT.get(shape) or build(shape)
+    backend = built(shape)
     byte = backend.token_to_id("<0x00>")
     x_id = backend.token_to_id("x")
     ids = [byte + 0x41, byte + 0xE2, byte + 0x82, byte + 0x41, x_id]  # "A", a cut "€", "A"
@@ -214,7 +215,7 @@ def test_a_byte_group_that_breaks_keeps_what_it_gave(shape: str) -> None:
 
 
 def test_strip_takes_the_piece_leading_space_once_even_in_bytes() -> None:
-    backend = _BUILT.get("llama") or build("llama")
+    backend = built("llama")
     byte = backend.token_to_id("<0x00>")
     space = byte + 0x20
     x_id = backend.token_to_id("x")
@@ -247,7 +248,7 @@ def test_unknown_ids_are_refused(shaped: Tokenizer) -> None:
 
 
 def test_the_inline_path_opens_only_where_a_text_is_read_as_it_is() -> None:
-    backend = _BUILT.get("llama") or build("llama")
+    backend = built("llama")
     decoder = decoder_for(backend)
     x_id = backend.token_to_id("x")
     _, table, _ = fast_step(decoder)
@@ -260,16 +261,15 @@ def test_the_inline_path_opens_only_where_a_text_is_read_as_it_is() -> None:
     assert table == {}  # a group is open
 
 
-def _llama_setup() -> tuple[Any, Any, Compiler]:
+@functools.cache
+def llama_setup() -> tuple[Any, Any, Compiler]:
     import transformers
 
-    raw = Tokenizer.from_str((_BUILT.get("llama") or build("llama")).to_str())
+    raw = Tokenizer.from_str(built("llama").to_str())
     tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token="<unk>")
     ids = install_tokens(tokenizer)
     return tokenizer, ids, Compiler(PlainEncoder.from_tokenizer(tokenizer, ids), ids)
 
-
-_SETUP: list[tuple[Any, Any, Compiler]] = []
 
 texts = st.lists(
     st.sampled_from(["\n", " ", "  ", "a", "test", "é", "字", "🙂", *UNSEEN, ".", "{"]),
@@ -282,9 +282,7 @@ texts = st.lists(
 def test_llama_style_conversations_parse_back(shape: list[list[str]]) -> None:
     """Through the compiler (unseen characters spelt in byte tokens, every framing "\\n" a
     `<0x0A>`) and back through the parser with the piece decoder, exactly."""
-    if not _SETUP:
-        _SETUP.append(_llama_setup())
-    tokenizer, ids, compiler = _SETUP[0]
+    tokenizer, ids, compiler = llama_setup()
     kinds = [Kind.THINK, Kind.OUT, Kind.ACT]
     conversation = [
         Transmission.of(Block.of(kinds[n % 3], text) for n, text in enumerate(payloads))

@@ -312,22 +312,22 @@ def _token_bytes(vocabulary: Any, token_id: int) -> bytes:
 
 Table = ByteTable | PieceTable
 
-#: vocabulary -> (its decoder's JSON, its table), the table shared by its decoders (a turn's
+#: backend -> (its decoder's JSON, its table), the table shared by its decoders (a turn's
 #: parser learns nothing anew); a table refers to its vocabulary weakly and each decoder holds
 #: the vocabulary strongly. A backend given another decoder gets a new table.
 _TABLES: weakref.WeakKeyDictionary[Any, tuple[bytes | None, Table]] = weakref.WeakKeyDictionary()
+#: the same for vocabularies with `token_bytes` (the RWKV trie)
+_TRIE_TABLES: weakref.WeakKeyDictionary[Any, ByteTable] = weakref.WeakKeyDictionary()
 
 
 def _trie_table(vocabulary: Any) -> ByteTable:
     try:
-        cached = _TABLES.get(vocabulary)
+        table = _TRIE_TABLES.get(vocabulary)
     except TypeError:  # not weakly referable: a table of its own
         return ByteTable(lambda token_id: _token_bytes(vocabulary, token_id))
-    if cached is not None and isinstance(cached[1], ByteTable):
-        return cached[1]
-    owner = weakref.ref(vocabulary)
-    table = ByteTable(lambda token_id: _token_bytes(owner(), token_id))
-    _TABLES[vocabulary] = (None, table)
+    if table is None:
+        owner = weakref.ref(vocabulary)
+        table = _TRIE_TABLES[vocabulary] = ByteTable(lambda i: _token_bytes(owner(), i))
     return table
 
 

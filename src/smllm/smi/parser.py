@@ -272,8 +272,7 @@ class StreamParser:
     def _update_fast(self) -> None:
         """Open `feed`'s inline path where a text id is payload text: a block with no run, and
         THINK ids only while no limit applies (they are counted from the position,
-        `_settle_think`). While the block's leading "\\n" is not settled or a "\\n" is held,
-        no text has a shared event: each goes through `_fast_text`."""
+        `_settle_think`); texts take shared events as `_share_events` says."""
         self._settle_think()
         kind = self._kind
         fast = self._all_text and kind is not None and not self._run and self._failed is None
@@ -287,9 +286,14 @@ class StreamParser:
         if self._raw_step is not None:
             self._raw, self._raw_arg, self._held = self._raw_step()
         if kind is not None:
-            unsettled = self._at_start or self._held_newline
-            self._events = _NO_EVENTS if unsettled else _TEXT_EVENTS[kind]
+            self._share_events()
         self._text_add = self._text.append
+
+    def _share_events(self) -> None:
+        """The open block's shared events for `feed`, once its leading "\\n" is settled and
+        no "\\n" is held; till then none, so every text goes through `_fast_text`."""
+        unsettled = self._at_start or self._held_newline
+        self._events = _NO_EVENTS if unsettled else _TEXT_EVENTS[self._kind]  # type: ignore[index]
 
     def _settle_think(self) -> None:
         if self._think_from is not None:
@@ -306,10 +310,7 @@ class StreamParser:
         if self._at_start or self._held_newline or text[-1:] == "\n":
             out: list[Event] = []
             self._text_in(out, text)
-            if not self._at_start and not self._held_newline:
-                self._events = _TEXT_EVENTS[self._kind]  # type: ignore[index]
-            else:
-                self._events = _NO_EVENTS
+            self._share_events()
             return out
         if not text:
             return []
