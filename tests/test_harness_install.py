@@ -22,7 +22,8 @@ from smllm.harness.install.jsonfile import is_own_command
 from smllm.harness.install.region import REGION
 from smllm.machine.configs.config import read_config
 
-ABS = smllm_executable()  # what the CLI, run with this Python, writes
+ABS = smllm_executable()  # what the CLI, run with this Python, writes in user-scope files
+BARE = "smllm"  # what it writes in a project's files: the same bytes on every machine
 FORWARDED = '["XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "SMLLM_CONFIG"]'
 GOLDEN = ROOT / "golden" / "harness"
 REPO = ROOT.parent
@@ -83,8 +84,11 @@ def snapshot(*folders: Path) -> dict[str, tuple[bytes, int, int]]:
     return out
 
 
-def rendered(files: dict[str, tuple[bytes, int, int]], roots: dict[str, Path]) -> str:
+def rendered(
+    files: dict[str, tuple[bytes, int, int]], roots: dict[str, Path], scope: str = "user"
+) -> str:
     """The files as one golden text, paths and the smllm path normalised."""
+    written = BARE if scope == "project" else ABS
     out = []
     for path, (data, _, _) in files.items():
         name = path
@@ -93,7 +97,7 @@ def rendered(files: dict[str, tuple[bytes, int, int]], roots: dict[str, Path]) -
         text = data.decode()
         if name.endswith("smllm.js"):
             plugin = (REPO / "src/smllm/harness/assets/opencode-plugin.js").read_text()
-            assert text == plugin.replace("__SMLLM__", json.dumps(ABS))
+            assert text == plugin.replace("__SMLLM__", json.dumps(written))
             text = "(assets/opencode-plugin.js, __SMLLM__ = the smllm path as a JSON string)\n"
         out.append(f"=== {name} ===\n{text.replace(ABS, 'SMLLM')}")
     return "".join(out)
@@ -117,7 +121,7 @@ def test_install_writes_the_golden_files_then_nothing(
     assert ran.code == 0, ran.err
     assert set(parts(ran).values()) == {"written"}
     files = snapshot(project, home, xdg)
-    text = rendered(files, {"PROJECT": project, "HOME": home, "XDG": xdg})
+    text = rendered(files, {"PROJECT": project, "HOME": home, "XDG": xdg}, scope)
     golden = GOLDEN / f"{name}-{scope}.txt"
     if os.environ.get("SMLLM_UPDATE_SNAPSHOTS"):
         golden.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +160,7 @@ SETTINGS = {
 
 
 def handler(hook: str, harness_: str = "claude") -> dict[str, Any]:
-    command = f"{ABS} harness hook {harness_} {hook}"
+    command = f"{BARE} harness hook {harness_} {hook}"
     return {"type": "command", "command": command, "timeout": 30}
 
 
@@ -194,7 +198,7 @@ def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str
     config.write_text(original)
     assert harness(project, env, "install", "codex").code == 0
     added = (
-        f'\n[mcp_servers.smllm]\ncommand = "{ABS}"\nargs = ["mcp"]\nenv_vars = {FORWARDED}\n'
+        f'\n[mcp_servers.smllm]\ncommand = "{BARE}"\nargs = ["mcp"]\nenv_vars = {FORWARDED}\n'
         "tool_timeout_sec = 600\n"
         'default_tools_approval_mode = "approve"\n'
     )
@@ -544,11 +548,10 @@ def test_claude_plugin_agrees_with_install(project: Path, env: dict[str, str]) -
     assert harness(project, env, "install", "claude").code == 0
     installed = json.loads((project / ".claude" / "settings.json").read_text())["hooks"]
     plugin_hooks = json.loads((plugin_dir / "hooks" / "hooks.json").read_text())["hooks"]
-    bare = json.dumps(installed).replace(json.dumps(ABS)[1:-1], "smllm")
-    assert plugin_hooks == json.loads(bare)
+    assert plugin_hooks == installed
     installed_mcp = json.loads((project / ".mcp.json").read_text())["mcpServers"]["smllm"]
     plugin_mcp = json.loads((plugin_dir / ".mcp.json").read_text())["mcpServers"]["smllm"]
-    assert plugin_mcp == {**installed_mcp, "command": "smllm"}
+    assert plugin_mcp == installed_mcp
 
 
 def test_trust_notes_go_once_trusted(project: Path, env: dict[str, str]) -> None:
@@ -572,7 +575,7 @@ def test_statusline_note(project: Path, env: dict[str, str]) -> None:
     assert note in ran.err
     settings = project / ".claude" / "settings.json"
     data = json.loads(settings.read_text())
-    data["statusLine"] = {"type": "command", "command": f"{ABS} statusline"}
+    data["statusLine"] = {"type": "command", "command": f"{ABS} statusline"}  # any smllm
     settings.write_text(json.dumps(data))
     again = harness(project, env, "install", "claude")
     assert again.code == 0 and note not in again.err and "restart Claude Code" in again.err

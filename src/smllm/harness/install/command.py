@@ -11,7 +11,6 @@ no smllm executable found), raised as SmllmError for the CLI to print.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -22,7 +21,7 @@ from ...machine.configs.config import shown_path
 from .declined import config_path, declined, with_declined
 from .external import ClaudeFailed, run_claude, user_mcp_state
 from .jsonfile import Broken
-from .notes import notes_for
+from .notes import notes_for, this_smllm
 from .parts import HARNESSES, Part, Where, parts_of
 from .plan import Plan, Row, make_plan
 from .writing import read_text, remove_file, write_text
@@ -49,25 +48,24 @@ def project_root(cwd: str) -> str:
 
 
 def smllm_executable() -> str:
-    """The absolute path of this smllm's console script: the one beside the running Python
-    (a virtual environment's bin folder), else `smllm` on PATH."""
-    folder = os.path.dirname(os.path.abspath(sys.executable))
-    for name in ("smllm", "smllm.exe"):
-        path = os.path.join(folder, name)
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    found = shutil.which("smllm")
-    if found:
-        return os.path.abspath(found)
-    raise SmllmError(
-        f"can't find the smllm executable (not in {folder}, not on PATH); install smllm with "
-        "pip or pipx, then run this again"
-    )
+    """The absolute path of this smllm's console script (for user-scope files); SmllmError
+    when there is none."""
+    found = this_smllm()
+    if found is None:
+        folder = os.path.dirname(os.path.abspath(sys.executable))
+        raise SmllmError(
+            f"can't find the smllm executable (not in {folder}, not on PATH); install smllm "
+            "with pip or pipx, then run this again"
+        )
+    return found
 
 
 def _where(scope: str) -> Where:
+    """A project's files run `smllm` from the client's PATH (the same bytes on every
+    teammate's machine); the user's run this smllm by its absolute path."""
     cwd = os.getcwd()
-    return Where(scope, project_root(cwd), os.path.expanduser("~"), smllm_executable(), os.environ)
+    smllm = "smllm" if scope == "project" else smllm_executable()
+    return Where(scope, project_root(cwd), os.path.expanduser("~"), smllm, os.environ)
 
 
 def _check_name(name: str | None, scope: str) -> None:

@@ -29,8 +29,14 @@ __all__ = [
     "put_hooks",
     "put_value",
     "runs_smllm",
+    "same_but_path",
+    "state_of",
     "value_state",
 ]
+
+
+#: the file names of smllm's console script
+_NAMES = ("smllm", "smllm.exe")
 
 
 class Broken(Exception):
@@ -87,11 +93,41 @@ def _prune(doc: dict[str, Any], path: tuple[str, ...]) -> None:
 # -- an entry by key: mcpServers.smllm, mcp.smllm --------------------------------------------
 
 
+def _bare(value: Any) -> Any:
+    """`value` with every command that runs smllm by a path (`/venv/bin/smllm mcp`, a command
+    list's `/venv/bin/smllm`) written as bare `smllm`: two smllm entries that differ only there
+    are one entry as two machines or two installs of smllm wrote it."""
+    if isinstance(value, dict):
+        return {key: _bare(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_bare(item) for item in value]
+    if isinstance(value, str) and os.path.basename(value.replace("\\", "/")) in _NAMES:
+        return "smllm"  # a path alone (a command field, not a shell line): spaces and all
+    if isinstance(value, str) and runs_smllm(value):
+        value = value.removeprefix("& ")
+        words = shlex.split(value) if value[:1] in ("'", '"') else value.split()
+        return " ".join(["smllm", *words[1:]])
+    return value
+
+
+def same_but_path(have: Any, want: Any) -> bool:
+    """Whether smllm's entry `have` is `want` but for the path it runs smllm by."""
+    return bool(_bare(have) == _bare(want))
+
+
+def state_of(have: Any, want: Any) -> str:
+    """`current` when smllm's entry is what this smllm writes, `stale` when it differs only in
+    the path to smllm (install rewrites it without --force), else `edited`."""
+    if have == want:
+        return "current"
+    return "stale" if same_but_path(have, want) else "edited"
+
+
 def entry_state(doc: dict[str, Any], path: tuple[str, ...], key: str, want: Any) -> str:
     table = _table(doc, path, False)
     if table is None or key not in table:
         return "missing"
-    return "current" if table[key] == want else "edited"
+    return state_of(table[key], want)
 
 
 def put_entry(doc: dict[str, Any], path: tuple[str, ...], key: str, want: Any) -> None:
@@ -146,17 +182,18 @@ def drop_value(doc: dict[str, Any], path: tuple[str, ...], value: str) -> None:
 
 def runs_smllm(command: Any, *args: str) -> bool:
     """Whether a command runs `smllm`, or any path whose file name is `smllm`, with `args`
-    first: a quoted path is read as a POSIX shell would, a bare one split at spaces (a Windows
-    path keeps its backslashes)."""
+    first (a command that is only that path, without `args`): a quoted path is read as a POSIX
+    shell would, a bare one split at spaces (a Windows path keeps its backslashes)."""
     if not isinstance(command, str):
         return False
+    command = command.removeprefix("& ")  # PowerShell's call operator before a quoted path
     try:
         words = shlex.split(command) if command[:1] in ("'", '"') else command.split()
     except ValueError:
         return False
     if len(words) <= len(args) or words[1 : 1 + len(args)] != list(args):
         return False
-    return os.path.basename(words[0].replace("\\", "/")) in ("smllm", "smllm.exe")
+    return os.path.basename(words[0].replace("\\", "/")) in _NAMES
 
 
 def is_own_command(command: Any) -> bool:
@@ -187,14 +224,20 @@ def _own(doc: dict[str, Any], event: str, key: str) -> list[tuple[list[Any], int
 
 def hooks_state(doc: dict[str, Any], want: dict[str, dict[str, Any]], key: str) -> str:
     """`current` when each event has exactly smllm's one handler as this smllm writes it,
-    `missing` when no event has one of smllm's, else `edited`."""
+    `missing` when no event has one of smllm's, `stale` when they differ from it only in the
+    path to smllm, else `edited`."""
     owned = {event: _own(doc, event, key) for event in want}
     if not any(owned.values()):
         return "missing"
+    states = set()
     for event, handler in want.items():
         found = owned[event]
-        if len(found) != 1 or found[0][0][found[0][1]] != handler:
+        if len(found) != 1:
             return "edited"
+        states.add(state_of(found[0][0][found[0][1]], handler))
+    for state in ("edited", "stale"):
+        if state in states:
+            return state
     return "current"
 
 

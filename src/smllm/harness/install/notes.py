@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import sys
 
 from .jsonfile import Broken, parse_json, runs_smllm
 from .parts import Where
 from .plan import Row
 from .writing import read_text
 
-__all__ = ["TESTED_WITH", "notes_for"]
+__all__ = ["TESTED_WITH", "notes_for", "path_notes", "this_smllm"]
 
 #: the client versions the written files were tested with (real-clients.md, 2026-12-03)
 TESTED_WITH = {
@@ -65,6 +67,51 @@ def _claude_trusts(where: Where) -> bool:
     return False
 
 
+def this_smllm() -> str | None:
+    """The absolute path of this smllm's console script: the one beside the running Python
+    (a virtual environment's bin folder), else `smllm` on PATH; None when neither is there."""
+    folder = os.path.dirname(os.path.abspath(sys.executable))
+    for name in ("smllm", "smllm.exe"):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    found = shutil.which("smllm")
+    return os.path.abspath(found) if found else None
+
+
+def path_notes(where: Where) -> list[str]:
+    """A project's files run `smllm` from the client's PATH: whether this PATH finds it, and
+    finds this smllm (a client started from this shell has this PATH)."""
+    if where.scope != "project":
+        return []
+    found = shutil.which("smllm", path=where.env.get("PATH", os.defpath))
+    here = this_smllm()
+    fix = (
+        "start the client where smllm is on PATH (a virtual environment activated), or install "
+        "smllm for your user (pipx install smllm); --scope user writes this smllm's full path "
+        "in your user files instead"
+    )
+    if found is None:
+        where_it_is = f" (this one is {here})" if here else ""
+        return [
+            f"smllm is not on PATH here{where_it_is}: the project's files run smllm from the "
+            f"client's PATH, so its hooks and MCP server won't start; {fix}"
+        ]
+    found = os.path.abspath(found)
+    if here is not None and os.path.realpath(found) != os.path.realpath(here):
+        return [
+            f"the smllm on PATH is {found}, not this one ({here}): the clients will run that one"
+        ]
+    if sys.prefix != sys.base_prefix and os.path.dirname(found) == os.path.dirname(
+        os.path.abspath(sys.executable)
+    ):
+        return [
+            f"smllm is on PATH from the virtual environment {sys.prefix}: start the clients "
+            "where it is active, or install smllm with pipx for every shell"
+        ]
+    return []
+
+
 def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
     """The notes for `harness` once its rows are known: none when no part is installed."""
     live = {row.part for row in rows if row.state not in ("missing", "declined")}
@@ -115,4 +162,4 @@ def notes_for(harness: str, where: Where, rows: list[Row]) -> list[str]:
         notes.append("agents run smllm fire in a shell: smllm must be on their PATH")
     if harness in TESTED_WITH:
         notes.append(f"tested with {TESTED_WITH[harness]}; older versions may not run it all")
-    return notes
+    return path_notes(where) + notes

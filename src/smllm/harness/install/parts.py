@@ -3,14 +3,17 @@ there (cli-and-harnesses.md §6's table). A part is data: its file, the kind of 
 three functions of the file's parsed content: `state`, `put` (smllm's entries in place) and
 `drop` (smllm's entries out). Nothing here reads or writes a file.
 
-Every command written is the absolute path of this smllm's console script (a virtual
-environment's `smllm` is not on the client's PATH), as a bare path plus arguments (no shell
-operators, cli-and-harnesses.md §6a); hooks get an explicit 30 s timeout and no matcher.
+A project-scope file runs plain `smllm`, found on the client's PATH, so that the files a team
+commits are the same bytes on every machine; a user-scope file runs the absolute path of this
+smllm's console script (a virtual environment's `smllm` need not be on the client's PATH). A
+command is a path plus arguments (no shell operators, cli-and-harnesses.md §6a; PowerShell's
+`&` before a quoted path); hooks get an explicit 30 s timeout and no matcher.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -19,15 +22,18 @@ from ...errors import SmllmError
 from ...jsontext import dumps
 from ...machine.configs.config import HARNESS_PARTS
 from .jsonfile import (
+    Broken,
     drop_entry,
     drop_hooks,
     drop_value,
     dump_json,
     entry_state,
     hooks_state,
+    parse_json,
     put_entry,
     put_hooks,
     put_value,
+    same_but_path,
     value_state,
 )
 from .region import claude_target, drop_region, put_region, region_state
@@ -77,7 +83,7 @@ class Where(NamedTuple):
     scope: str  # "project" or "user"
     root: str  # the project root (project scope)
     home: str
-    smllm: str  # the absolute path of the smllm console script
+    smllm: str  # how the files run smllm: `smllm` (project scope) or its absolute path
     env: Mapping[str, str]
 
 
@@ -93,6 +99,13 @@ class Part(NamedTuple):
 
 def _command(where: Where, *args: str) -> str:
     return " ".join([shlex.quote(where.smllm), *args])
+
+
+def _powershell(where: Where, *args: str) -> str:
+    """The command for PowerShell, where a quoted path is only a string: `& 'PATH' ARGS`."""
+    if shlex.quote(where.smllm) == where.smllm:
+        return " ".join([where.smllm, *args])
+    return " ".join(["&", "'" + where.smllm.replace("'", "''") + "'", *args])
 
 
 def mcp_entry(where: Where) -> dict[str, Any]:
@@ -114,8 +127,13 @@ def claude_hooks(where: Where, harness: str) -> dict[str, dict[str, Any]]:
 
 def _copilot_hooks_text(where: Where) -> str:
     def handler(hook: str) -> dict[str, Any]:
-        cmd = _command(where, "harness", "hook", "copilot", hook)
-        return {"type": "command", "bash": cmd, "powershell": cmd, "timeoutSec": HOOK_TIMEOUT_S}
+        args = ("harness", "hook", "copilot", hook)
+        return {
+            "type": "command",
+            "bash": _command(where, *args),
+            "powershell": _powershell(where, *args),
+            "timeoutSec": HOOK_TIMEOUT_S,
+        }
 
     hooks = {event: [handler(hook)] for event, hook in _COPILOT_EVENTS.items()}
     return dump_json({"version": 1, "hooks": hooks}, None)
@@ -174,15 +192,54 @@ def _then(edit: Callable[[Any], None]) -> Callable[[Any], Any]:
     return run
 
 
-def _whole(content: Callable[[], str]) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
-    """state and put of a file smllm owns whole (line endings aside)."""
+#: a stand-in for the path to smllm, to read another install's file as a pattern
+_ANY_PATH = "SMLLMPATHSTANDIN"
+
+
+def _by_another_path(text: str, content: Callable[[Where], str], where: Where) -> bool:
+    """Whether `text` is what smllm writes, but with another path to smllm in it."""
+    template = content(where._replace(smllm=_ANY_PATH))
+    pattern = re.escape(template).replace(_ANY_PATH, "([^\n]+?)")
+    found = re.fullmatch(pattern, text)
+    if found is None:
+        return False
+    paths = {path.strip("'\"").replace("\\", "/") for path in found.groups()}
+    return len(paths) == 1 and os.path.basename(paths.pop()) in ("smllm", "smllm.exe")
+
+
+def _whole(
+    content: Callable[[Where], str], where: Where
+) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+    """state and put of a file smllm owns whole (line endings aside): `stale` when it is what
+    another install wrote, with another path to smllm."""
 
     def state(text: str | None) -> str:
         if text is None:
             return "missing"
-        return "current" if text.replace("\r\n", "\n") == content() else "edited"
+        text = text.replace("\r\n", "\n")
+        if text == content(where):
+            return "current"
+        return "stale" if _by_another_path(text, content, where) else "edited"
 
-    return state, lambda _text: content()
+    return state, lambda _text: content(where)
+
+
+def _copilot_state(where: Where) -> Callable[[Any], str]:
+    """The Copilot hooks file's state: a JSON file read as JSON (its key order and spacing
+    aside), `stale` when only the path to smllm differs."""
+    whole, _ = _whole(_copilot_hooks_text, where)
+
+    def state(text: str | None) -> str:
+        found = whole(text)
+        if found != "edited":
+            return found
+        try:
+            have = parse_json(text)
+        except Broken:
+            return "edited"
+        return "stale" if same_but_path(have, parse_json(_copilot_hooks_text(where))) else found
+
+    return state
 
 
 def _part(where: Where, harness: str, name: str, path: str) -> Part:
@@ -209,12 +266,10 @@ def _part(where: Where, harness: str, name: str, path: str) -> Part:
             _then(lambda doc: drop_hooks(doc, list(hooks), "command")),
         )
     if name in ("hooks", "statusline", "plugin"):
-        content = {
-            "hooks": lambda: _copilot_hooks_text(where),
-            "statusline": lambda: skill_text(where),
-            "plugin": lambda: plugin_text(where),
-        }[name]
-        state, put = _whole(content)
+        content = {"hooks": _copilot_hooks_text, "statusline": skill_text, "plugin": plugin_text}
+        state, put = _whole(content[name], where)
+        if name == "hooks":
+            state = _copilot_state(where)
         return Part(name, path, "file", state, put, lambda _text: None)
     assert name == "mcp"
     if harness == "codex":

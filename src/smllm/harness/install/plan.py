@@ -1,9 +1,11 @@
 """Compute, then apply: every part's state, what install would do with it, and the new text of
 each file, worked out before anything is written (cli-and-harnesses.md §6, "Install order").
 
-States: `current` (what this smllm would write is there), `missing`, `edited` (smllm's entry
-is there but differs), `declined`, and `unreadable` (its file doesn't parse: install refuses;
-status says why in a note). Actions: `written`, `current`, `removed`, `declined`, `edited, left
+States: `current` (what this smllm would write is there), `missing`, `stale` (smllm's entry
+is there as another machine's or another install's smllm wrote it: it differs only in the path
+to smllm, and install rewrites it without --force), `edited` (smllm's entry is there but
+differs), `declined`, and `unreadable` (its file doesn't parse: install refuses; status says
+why in a note). Actions: `written`, `current`, `removed`, `declined`, `edited, left
 alone`, and `left alone` for the other parts of a refused install.
 """
 
@@ -112,7 +114,7 @@ def make_plan(parts: list[Part], declined: set[str], force: bool, install: bool)
             if part.name in declined:
                 if state != "missing":
                     new = part.drop(new)
-            elif state == "missing" or (state == "edited" and force):
+            elif state in ("missing", "stale") or (state == "edited" and force):
                 new = part.put(new)
         new_text = _dump(kind, new, text)
         if _changed(kind, old, new, text, new_text) and (text is not None or new_text):
