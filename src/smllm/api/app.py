@@ -310,7 +310,20 @@ class App:
         from ..machine.configs.config import find_configs
 
         configs = find_configs(cwd, None)
-        if not configs:
+        if not configs or _user_config_alone(configs):
             return None
         made = self.new_session(harness, host_session, cwd, configs)
         return self.view(made.key)
+
+
+def _user_config_alone(configs: tuple[str, ...]) -> bool:
+    """Whether the only config found is the user's and it lists no machine: one that only
+    records a harness's declined parts (`--scope user --without mcp`) doesn't make every folder
+    an smllm project. A user config that can't be read still counts (its problem is shown)."""
+    from ..machine.configs.config import read_config, user_config_path
+
+    user = os.path.realpath(user_config_path())
+    if configs != (user,):
+        return False
+    read = read_config(user)
+    return not read.machine_files and not read.findings
