@@ -358,7 +358,7 @@ class Player:
             return None
         return (
             f"state machine {s['holding']['machine']} is not configured (its file might have "
-            "errors); fix the config, then resume"
+            "errors); fix the config, then fire any event: the session goes on where it was"
         )
 
     def stale_slot(self, v: View, key: str) -> str | None:

@@ -172,6 +172,10 @@ def test_demo(tmp_path: Path, env: dict[str, str]) -> None:
     assert ran.out.count("$ smllm ") == 8
     assert "Guard: command `test -f PLAN.md` → false (exited 1)" in ran.out
     assert "Completed issue GH-12. You are now in idle." in ran.out
+    assert ran.out.endswith(
+        "\n# Done: issue GH-12 is completed. Each block told the agent what to do next, and the"
+        " guard kept it in PLAN until PLAN.md existed.\n"
+    )
     assert not list(Path(env["XDG_STATE_HOME"]).glob("**/*.db"))  # the demo kept its state
 
 

@@ -424,7 +424,7 @@ def test_a_machine_no_longer_configured(world: Scripted, tmp_path: Path) -> None
             "<smllm>",
             f"session {key} · dev › PLAN · instance GH-1",
             "error: state machine dev is not configured (its file might have errors); fix the"
-            " config, then resume",
+            " config, then fire any event: the session goes on where it was",
             f'Fire one event: smllm({{ session: "{key}", event, params }})',
             "<events>",
             "- pause: Put instance GH-1 aside and return to idle.",

@@ -69,7 +69,7 @@ def test_resume_a_slot_of_a_machine_no_longer_configured(world: Scripted, tmp_pa
     assert (out.ok, out.instances, out.session) == (False, (), None)
     assert lines(out.reply)[2] == (
         "error: state machine dev is not configured (its file might have errors); fix the "
-        "config, then resume"
+        "config, then fire any event: the session goes on where it was"
     )
 
 

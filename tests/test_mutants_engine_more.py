@@ -283,6 +283,13 @@ def test_enter_with_no_machine_configured(world: Scripted) -> None:
         "enter param stateMachine must name a configured state machine, and none is "
         'configured (got "dev"); add one with smllm new ID --write'
     )
+    # agent-text.md §9: with no config at all, `smllm init` first
+    no_config = world.loaded._replace(machines={}, configs=())
+    out = do_enter(begin(no_config, call, world.reader, world.host), {})
+    assert refused(out) == (
+        "enter param stateMachine must name a configured state machine, and none is "
+        'configured (got "dev"); add one with smllm init, then smllm new ID --write'
+    )
 
 
 def test_enter_a_machine_only_the_host_drives(tmp_path: Path) -> None:

@@ -118,5 +118,8 @@ def _play(folder: str, main: Callable[[list[str]], int]) -> int:
             print(f"[exit {code}]")
             return code
     print()
-    print("# Done. The agent was guided state by state; smllm blocked nothing it could skip.")
+    print(
+        "# Done: issue GH-12 is completed. Each block told the agent what to do next, and the"
+        " guard kept it in PLAN until PLAN.md existed."
+    )
     return 0

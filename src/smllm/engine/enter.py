@@ -35,10 +35,16 @@ def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
         return refuse_idle(ctx, "enter param stateMachine must be a string")
     machine = ctx.loaded.machines.get(machine_id)
     if machine is None and not ctx.loaded.machines:
+        # agent-text.md §9: the hint where a config exists; with none, `smllm init` first
+        hint = (
+            "smllm new ID --write"
+            if ctx.loaded.configs
+            else "smllm init, then smllm new ID --write"
+        )
         return refuse_idle(
             ctx,
             "enter param stateMachine must name a configured state machine, and none is "
-            f"configured (got {quoted(machine_id)}); add one with smllm new ID --write",
+            f"configured (got {quoted(machine_id)}); add one with {hint}",
         )
     if machine is None:
         return refuse_idle(

@@ -315,7 +315,7 @@ def not_configured(machine_id: str) -> str:
     """engine.md §7.2's refusal of every event but pause."""
     return (
         f"state machine {machine_id} is not configured (its file might have errors); fix "
-        "the config, then resume"
+        "the config, then fire any event: the session goes on where it was"
     )
 
 
