@@ -18,7 +18,7 @@ from ..errors import (
 )
 from ..recordclass import Record
 from .calllock import CallLock
-from .sessions import PASS_KEY, locked, session_of
+from .sessions import PASS_KEY, echoed, locked, session_of
 from .stores import Stores, user_store
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -177,12 +177,12 @@ class App:
         """Fire one event. Post-state on error: CallError (SessionBusy included) and
         StoreError leave every store as it was, and no command has run."""
         if key is None and event != "enter":
-            raise CallError(f"{event} needs a session; {PASS_KEY}")
+            raise CallError(f"{echoed(event)} needs a session; {PASS_KEY}")
         if key is None:
             return self._fire(None, self.configs_here(), event, params, source, harness)
         locked = self._locked(key)
         if locked is None:
-            raise SessionBusy(key)
+            raise SessionBusy(echoed(key))
         session, lock = locked
         try:
             return self._fire(session, session.configs, event, params, source, harness)

@@ -12,6 +12,7 @@ from ..engine.records import Instance, Session
 from ..errors import CallError, NoConfig, NotFound, StoreError
 from ..machine.model import Loaded
 from ..text.listing import InstanceDetail, SessionLine
+from .sessions import echoed
 from .stores import Stores
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -91,5 +92,5 @@ def instance_detail(app: App, id_or_ref: str, machine: str | None) -> InstanceDe
 
 def audit_of(app: App, key: str) -> list[Any]:
     if app.user.session(key) is None:
-        raise CallError(f"no session {key}")
+        raise CallError(f"no session {echoed(key)}")
     return app.user.audit(key)

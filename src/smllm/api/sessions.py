@@ -20,7 +20,15 @@ if TYPE_CHECKING:
     from ..store.base import InstanceStore, SessionStore
     from .calllock import CallLock
 
-__all__ = ["PASS_KEY", "locked", "prompt_submitted", "session_of", "status_of", "stops_yielded"]
+__all__ = [
+    "PASS_KEY",
+    "echoed",
+    "locked",
+    "prompt_submitted",
+    "session_of",
+    "status_of",
+    "stops_yielded",
+]
 
 PASS_KEY = (
     "pass the session key from the latest <smllm> header, or fire enter without one "
@@ -28,10 +36,19 @@ PASS_KEY = (
 )
 
 
+def echoed(value: str) -> str:
+    """A caller's value (a session key, an event name) as an error outside a block echoes it:
+    cut to 200 characters and escaped as in a block (agent-text.md §9)."""
+    from ..engine.rules import echo
+    from ..text.escape import escape
+
+    return escape(echo(value))
+
+
 def session_of(user: SessionStore, key: str) -> Session:
     s = user.session(key)
     if s is None:
-        raise CallError(f"no session {key}; {PASS_KEY}")
+        raise CallError(f"no session {echoed(key)}; {PASS_KEY}")
     return s
 
 

@@ -7,7 +7,7 @@ from .call import Outcome
 from .context import Ctx, new_run, refuse_idle, with_new_session
 from .moves import arrive
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
-from .rules import duplicate, not_configured, quoted
+from .rules import duplicate, echo, not_configured, quoted
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
     given = ctx.call.params
     name = duplicate(given)
     if name is not None:
-        return refuse_idle(ctx, f"enter got param {name} more than once")
+        return refuse_idle(ctx, f"enter got param {echo(name)} more than once")
     # null and "" count as absent: an empty ref or state is how an agent leaves one out
     values = {n: v for n, v in given if v is not None and v != ""}
     machine_id = values.get("stateMachine")

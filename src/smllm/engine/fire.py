@@ -29,6 +29,7 @@ from .rules import (
     MACHINE_EVENT,
     NOTE_PARAM,
     check_params,
+    echo,
     machine_offers,
     not_configured,
     too_large,
@@ -141,7 +142,7 @@ def _in_idle(ctx: Ctx) -> Outcome:
             False,
             Reply(
                 Header(ctx.key),
-                error=f"{event} is not offered in idle (offered: {', '.join(offered)})",
+                error=f"{echo(event)} is not offered in idle (offered: {', '.join(offered)})",
                 events=view.events,
             ),
         )
@@ -163,7 +164,7 @@ def _in_state(ctx: Ctx, machine: Machine, state: State, inst: Instance) -> Outco
         message = f"{event} is an event that only the host fires (offered: {', '.join(offered)})"
         return refuse_machine(ctx, machine, state, inst, message)
     if event not in offered:
-        message = f"{event} is not offered here (offered: {', '.join(offered)})"
+        message = f"{echo(event)} is not offered here (offered: {', '.join(offered)})"
         return refuse_machine(ctx, machine, state, inst, message)
     large = too_large(event, ctx.call.params)
     if large is not None:
@@ -187,7 +188,7 @@ def _state_gone(ctx: Ctx, machine: Machine, inst: Instance) -> Outcome:
     """engine.md §7.3: only pause and unmatched, without exit actions."""
     event = ctx.event
     if event not in GONE_OFFERS:
-        message = f"{event} is not offered here (offered: {', '.join(GONE_OFFERS)})"
+        message = f"{echo(event)} is not offered here (offered: {', '.join(GONE_OFFERS)})"
         return builtins.refuse_gone(ctx, machine, inst, message)
     problem, _ = check_params(event, (), None, ctx.call.params)  # §2.4's order: no params
     if problem is not None:

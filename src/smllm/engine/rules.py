@@ -26,6 +26,7 @@ __all__ = [
     "STRICT_JSON",
     "check_params",
     "duplicate",
+    "echo",
     "gone_events",
     "gone_note",
     "machine_offers",
@@ -90,19 +91,29 @@ def too_large(event: str, params: tuple[tuple[str, Any], ...]) -> str | None:
     if not params:
         return None
     if any(nests_too_deeply(v) for _, v in params):
-        return f"{event} params nest more than {MAX_PARAMS_DEPTH} levels deep"
+        return f"{echo(event)} params nest more than {MAX_PARAMS_DEPTH} levels deep"
     try:
         size = len(dumps([list(p) for p in params], (", ", ": ")).encode("utf-8"))
     except ValueError:  # a non-finite number, which check_params refuses by its param
         return None
     if size <= MAX_PARAMS_BYTES:
         return None
-    return f"{event} params are too large ({size} bytes of JSON; at most {MAX_PARAMS_BYTES})"
+    return f"{echo(event)} params are too large ({size} bytes of JSON; at most {MAX_PARAMS_BYTES})"
+
+
+#: agent-text.md §9: a value echoed back in an error (a key, an event or param name, a value)
+#: is cut to this many characters, `…` included
+ECHO_LIMIT = 200
+
+
+def echo(value: str) -> str:
+    """A value from the caller as an error echoes it: at most ECHO_LIMIT characters."""
+    return value if len(value) <= ECHO_LIMIT else value[: ECHO_LIMIT - 1] + "…"
 
 
 def quoted(value: str) -> str:
-    """A value inside `"…"`: `"` and `\\` escaped (agent-text.md §1)."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A value inside `"…"`: cut (echo), then `"` and `\\` escaped (agent-text.md §1)."""
+    return '"' + echo(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def duplicate(params: tuple[tuple[str, Any], ...]) -> str | None:
@@ -248,15 +259,15 @@ def check_params(
     """
     name = duplicate(given)
     if name is not None:
-        return f"{event} got param {name} more than once", {}
+        return f"{echo(event)} got param {echo(name)} more than once", {}
     by_name = {s.name: s for s in specs}
     # a null for a string param counts as absent; for a JSON param it is the value null
     values = {n: v for n, v in given if not (v is None and n in by_name and by_name[n].is_string)}
     if values and not specs:
-        return f"{event} takes no params, but got {next(iter(values))}", {}
+        return f"{echo(event)} takes no params, but got {echo(next(iter(values)))}", {}
     for n in values:
         if n not in by_name:
-            return f"{event} has no param {n} (params: {', '.join(by_name)})", {}
+            return f"{echo(event)} has no param {echo(n)} (params: {', '.join(by_name)})", {}
     for spec in specs:
         if spec.required and spec.name not in values:
             return f"{event} needs param {spec.name}", {}
