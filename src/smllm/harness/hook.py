@@ -102,11 +102,24 @@ def _parsed(raw: bytes | bytearray) -> object:
 
 
 def _text(payload: Mapping[str, Any], field: str, limit: int | None = None) -> str | None:
+    """A text field of the input; None when absent, empty or longer than `limit`. JSON can
+    carry a lone surrogate (`"\\ud800"`), which no file or store can hold: HookFailed says so
+    (the prompt, only compared, gets U+FFFD in its place instead)."""
     value = payload.get(field)
     if not isinstance(value, str) or not value:
         return None
     if limit is not None and len(value) > limit:
         return None
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            if field == "prompt":
+                return value.encode("utf-8", "replace").decode("utf-8")
+            bad = f"\\u{ord(value[exc.start]):04x}"
+            raise HookFailed(
+                f"the hook input's {field} is not text: it holds a lone surrogate ({bad})"
+            ) from None
     return value
 
 
