@@ -328,10 +328,40 @@ def test_where_the_machine_is_not_configured(tmp_path: Path, env: dict[str, str]
     sc.edit("config.toml", '"dev.smllm.yaml", "final.smllm.yaml"', '"dev.smllm.yaml"')
     message = (
         "error: state machine final is not configured (its file might have errors); fix the "
-        "config, then resume"
+        "config, then fire any event: the session goes on where it was"
     )
     for params in ((("x", "1"), ("x", "2")), (("x", "1"),)):
         for event in ("pause", "unmatched", "close"):
             result = sc.fire(key, event, *params)
             assert (result.ok, error_of(result.text())) == (False, message), (event, params)
     assert sc.fire(key, "pause").ok
+
+
+# -- a key repeated inside a param's JSON value (issue 20 §8): --param refuses it as its JSON
+# text's problem; --params and the MCP tool refuse the call, naming the param and the key -----
+
+INSIDE = '{"files": [{"a": 1, "a": 2}]}'
+INSIDE_ERROR = 'params must be a JSON object: param files repeats the key "a" in its value'
+
+
+def test_a_key_repeated_inside_a_value(twice: Path, env: dict[str, str]) -> None:
+    key = _in_work(twice, env, "T-6")
+    given = smllm(["fire", "--session", key, "go", "--param", 'files=[{"a":1,"a":2}]'], twice, env)
+    assert given.code == 1
+    assert error_of(given.out) == (
+        "error: go param files must be a JSON value: repeated object key 'a'"
+    )
+    ran = smllm(["fire", "--session", key, "go", "--params", INSIDE], twice, env)
+    assert (ran.code, ran.out, ran.err) == (1, "", f"error: {INSIDE_ERROR}\n")
+    deeper = '{"size": "small", "files": [[{"b": {"c": 1, "c": 1}}]]}'
+    ran = smllm(["fire", "--session", key, "go", "--params", deeper, "--json"], twice, env)
+    assert ran.code == 1 and json.loads(ran.out)["text"] == (
+        'error: params must be a JSON object: param files repeats the key "c" in its value'
+    )
+    with McpProcess(twice, env) as server:
+        server.initialize()
+        text, is_error = _raw_call(server, key, "go", INSIDE)
+        assert (text, is_error) == (f"error: {INSIDE_ERROR}", True)
+        assert server.close() == 0
+    shown = json.loads(smllm(["instance", "show", "T-6", "--json"], twice, env).out)
+    assert [h["event"] for h in shown["history"]] == ["enter"]  # nothing was fired

@@ -14,7 +14,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["STRICT_JSON", "dumps", "loads", "loads_keeping_repeats"]
+__all__ = ["STRICT_JSON", "dumps", "loads", "loads_keeping_repeats", "repeat_inside"]
 
 _WHITESPACE = " \t\n\r"  # JSON's whitespace (RFC 8259 §2), and nothing else
 
@@ -127,3 +127,29 @@ def loads_keeping_repeats(text: str) -> tuple[Any, dict[int, list[tuple[str, Any
         return made
 
     return json.loads(text, object_pairs_hook=keep, **STRICT_JSON), repeated
+
+
+def repeat_inside(
+    params: dict[str, Any], repeated: dict[int, list[tuple[str, Any]]]
+) -> tuple[str, str] | None:
+    """(param, key) of the first object inside a param's value that repeated a key, or None:
+    a param's JSON value with a key given twice is refused, as `--param NAME=JSON` refuses it
+    (which object key was meant is a guess)."""
+    if not repeated:
+        return None
+    for name, value in params.items():
+        stack = [value]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, dict):
+                pairs = repeated.get(id(item))
+                if pairs is not None:
+                    seen: set[str] = set()
+                    for key, _ in pairs:
+                        if key in seen:
+                            return name, key
+                        seen.add(key)
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return None

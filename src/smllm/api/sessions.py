@@ -45,6 +45,15 @@ def echoed(value: str) -> str:
     return escape(echo(value))
 
 
+def repeated_key(param: str, key: str) -> str:
+    """The call error for a param whose JSON value repeats an object key (jsontext's
+    repeat_inside): refused, as `--param NAME=JSON` refuses it."""
+    return (
+        f"params must be a JSON object: param {echoed(param)} repeats the key "
+        f'"{echoed(key)}" in its value'
+    )
+
+
 def session_of(user: SessionStore, key: str) -> Session:
     s = user.session(key)
     if s is None:

@@ -222,7 +222,7 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
     twice is refused by the engine, not lost here)."""
     if text is None:
         return ()
-    from ..jsontext import loads_keeping_repeats
+    from ..jsontext import loads_keeping_repeats, repeat_inside
 
     if text == "-":
         # bytes, whatever the locale would make of them: a text read is strict in some
@@ -241,6 +241,11 @@ def parse_json_params(text: str | None) -> tuple[tuple[str, Any], ...]:
         raise CallError("params must be a JSON object: it nests too deeply") from None
     if not isinstance(value, dict):
         raise CallError("params must be an object")
+    found = repeat_inside(value, repeated)
+    if found is not None:
+        from ..api.sessions import repeated_key
+
+        raise CallError(repeated_key(*found))
     return tuple(repeated.get(id(value), value.items()))
 
 

@@ -38,8 +38,10 @@ def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
         # on the event loop's thread, to the end: calls run one at a time, and a command a
         # call runs gets the main thread's signal handling (processes.py)
         try:
-            arguments, pairs = stash.take(request.params.arguments)
-            text, is_error = caller.call(request.params.name, arguments, pairs)
+            given = stash.take(request.params.arguments)
+            text, is_error = caller.call(
+                request.params.name, given.arguments, given.pairs, given.inside
+            )
         except UnknownTool as exc:
             raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]

@@ -8,6 +8,7 @@ gets back the result's text.
 from __future__ import annotations
 
 from ..api.app import App
+from ..api.sessions import repeated_key
 from ..errors import CallError, SmllmError, internal_error
 from .texts import TOOL_NAME
 
@@ -37,12 +38,16 @@ def _text_argument(arguments: dict[str, Any], name: str) -> str | None:
     return value
 
 
-def _params(arguments: dict[str, Any], pairs: Pairs | None) -> tuple[tuple[str, Any], ...]:
+def _params(
+    arguments: dict[str, Any], pairs: Pairs | None, inside: tuple[str, str] | None
+) -> tuple[tuple[str, Any], ...]:
     raw = arguments.get("params")
     if raw is None:
         return ()
     if not isinstance(raw, dict):
         raise CallError("params must be an object")
+    if inside is not None:
+        raise CallError(repeated_key(*inside))
     return tuple(pairs if pairs is not None else raw.items())
 
 
@@ -53,17 +58,22 @@ class Caller:
         self.app = App(config=config)
 
     def call(
-        self, name: object, arguments: dict[str, Any] | None, pairs: Pairs | None = None
+        self,
+        name: object,
+        arguments: dict[str, Any] | None,
+        pairs: Pairs | None = None,
+        inside: tuple[str, str] | None = None,
     ) -> tuple[str, bool]:
         """(text, isError) for one tools/call; UnknownTool for another tool's name. `pairs`:
-        the params' (name, value) pairs in order, when the raw JSON repeated a name."""
+        the params' (name, value) pairs in order, when the raw JSON repeated a name; `inside`:
+        (param, key) of an object in a param's value that repeated a key (refused)."""
         if name != TOOL_NAME:
             raise UnknownTool(name)
         arguments = arguments or {}
         try:
             session = _text_argument(arguments, "session")
             event = _text_argument(arguments, "event")
-            params = _params(arguments, pairs)
+            params = _params(arguments, pairs, inside)
             if event is None:
                 result = self.app.view(session)
             else:

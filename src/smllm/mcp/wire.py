@@ -25,13 +25,16 @@ import json
 import os
 import threading
 
-from ..jsontext import loads_keeping_repeats
+from ..jsontext import loads_keeping_repeats, repeat_inside
+from ..recordclass import Record
 from .texts import TOOL, initialize_result
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
+
+    Pairs = list[tuple[str, Any]]
 
 __all__ = [
     "FORWARDED",
@@ -41,6 +44,7 @@ __all__ = [
     "TICKET",
     "Inbox",
     "Stash",
+    "Stashed",
     "Wire",
     "error_response",
     "sort_line",
@@ -70,21 +74,31 @@ TICKET = "smllm-ticket"
 _KEPT = 10_000
 
 
+class Stashed(Record):
+    """A tools/call's arguments as the reader parsed them from the raw line."""
+
+    arguments: dict[str, Any] | None
+    pairs: Pairs | None  # the params' (name, value) pairs, when the raw JSON repeated a name
+    inside: tuple[str, str] | None = None  # (param, key): a key repeated inside a param's value
+
+
 class Stash:
     """tools/call arguments, by ticket: put by the reader thread, taken by the tool's handler
     (dict operations are atomic, so no lock)."""
 
     def __init__(self) -> None:
-        self.items: dict[int, tuple[dict[str, Any], list[tuple[str, Any]] | None]] = {}
+        self.items: dict[int, Stashed] = {}
         self.last = 0
 
-    def put(self, arguments: dict[str, Any], pairs: list[tuple[str, Any]] | None) -> int:
+    def put(
+        self, arguments: dict[str, Any], pairs: Pairs | None, inside: tuple[str, str] | None
+    ) -> int:
         self.last += 1
-        self.items[self.last] = (arguments, pairs)
+        self.items[self.last] = Stashed(arguments, pairs, inside)
         self.items.pop(self.last - _KEPT, None)
         return self.last
 
-    def take(self, arguments: object) -> tuple[dict[str, Any] | None, list[tuple[str, Any]] | None]:
+    def take(self, arguments: object) -> Stashed:
         """The arguments (and pairs) a ticket stands for; others as they are."""
         if isinstance(arguments, dict) and len(arguments) == 1:
             ticket = arguments.get(TICKET)
@@ -92,7 +106,7 @@ class Stash:
                 found = self.items.pop(ticket, None)
                 if found is not None:
                     return found
-        return (arguments if isinstance(arguments, dict) else None), None
+        return Stashed(arguments if isinstance(arguments, dict) else None, None)
 
 
 def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
@@ -143,7 +157,10 @@ def _stash_arguments(
         return  # null or absent: none; anything else: the SDK's -32602
     given = arguments.get("params")
     pairs = repeated.get(id(given)) if isinstance(given, dict) else None
-    params["arguments"] = {TICKET: stash.put(arguments, pairs)}
+    # an object inside a param's value that repeated a key: the tool refuses the call, as the
+    # CLI's --params does
+    inside = repeat_inside(given, repeated) if isinstance(given, dict) else None
+    params["arguments"] = {TICKET: stash.put(arguments, pairs, inside)}
 
 
 class Wire:
