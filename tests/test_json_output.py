@@ -313,11 +313,15 @@ def test_audit_json_keeps_the_record_kind(project: Path, env: dict[str, str]) ->
 
 
 def test_params_text_keeps_a_repeated_name(project: Path, env: dict[str, str]) -> None:
-    """`--params` read keeping a name given twice (the top-level object's, not a nested one's):
-    the engine refuses it, where a plain JSON read would keep the last value and go on."""
-    head = '{"stateMachine": "dev", "issueId": "GH-3", "x": {"a": 1, "a": 2}'
+    """`--params` read keeping a name given twice (the top-level object's): the engine refuses
+    it, where a plain JSON read would keep the last value and go on. A key repeated inside a
+    param's value is refused before the engine sees the call (issue 20 §8)."""
+    head = '{"stateMachine": "dev", "issueId": "GH-3", "x": {"a": 1}'
     ran = smllm(["fire", "enter", "--params", head + ', "stateMachine": "dev"}'], project, env)
     assert ran.code == 1
     assert "error: enter got param stateMachine more than once" in ran.out
-    nested = smllm(["fire", "enter", "--params", head + "}"], project, env)
-    assert nested.code == 1 and "more than once" not in nested.out, nested
+    nested = smllm(["fire", "enter", "--params", head[:-1] + ', "a": 2}}'], project, env)
+    assert (nested.code, nested.out) == (1, "")
+    assert nested.err == (
+        'error: params must be a JSON object: param x repeats the key "a" in its value\n'
+    )

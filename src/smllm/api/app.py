@@ -38,7 +38,17 @@ if TYPE_CHECKING:
     from ..engine.status import Status
     from ..engine.view import StopOutcome
 
-__all__ = ["App", "CallError", "Result"]
+__all__ = ["App", "CallError", "Result", "late_note"]
+
+_LATE = frozenset({"lateCall"})
+
+
+def late_note(event: str) -> str:
+    """The line before the next reply after a call its client gave up on (issue 20 §1)."""
+    return (
+        f"note: your last call ({echoed(event)}) was carried out after the client stopped "
+        "waiting for its reply; what it did stands"
+    )
 
 
 class Result(Record):
@@ -47,11 +57,15 @@ class Result(Record):
     session: Session | None  # the session after the call (None: no session was made)
     stores: Stores
     loaded: Loaded  # the machines the call read (their load errors are the CLI's to note)
+    #: one line before the block: the session's last call was carried out after its client
+    #: stopped waiting (late_note)
+    notice: str | None = None
 
     def text(self) -> str:
         from ..text.block import render
 
-        return render(self.reply)
+        block = render(self.reply)
+        return block if self.notice is None else f"{self.notice}\n{block}"
 
     def location(self) -> dict[str, Any] | None:
         s = self.session
@@ -127,7 +141,18 @@ class App:
         s = self.session(key)
         loaded, stores = self._opened(s)
         s = self._recovered(loaded, s, stores, write=False)
-        return Result(True, view(loaded, s, stores, self.host), s, stores, loaded)
+        result = Result(True, view(loaded, s, stores, self.host), s, stores, loaded)
+        if s.late_call is None:
+            return result
+        locked = self._locked(key)
+        if locked is None:  # another call runs: the note waits for the next reply
+            return result
+        try:
+            if locked[0].late_call is None:  # another reply told it meanwhile
+                return result
+            return self._told_late(result, locked[0])
+        finally:
+            locked[1].release()
 
     def status(self, key: str) -> Status:
         """The status line's values for a session (cli-and-harnesses.md §7); read-only."""
@@ -185,7 +210,43 @@ class App:
             raise SessionBusy(echoed(key))
         session, lock = locked
         try:
-            return self._fire(session, session.configs, event, params, source, harness)
+            result = self._fire(session, session.configs, event, params, source, harness)
+            if session.late_call is None:
+                return result
+            return self._told_late(result, session)
+        finally:
+            lock.release()
+
+    def _told_late(self, result: Result, before: Session) -> Result:
+        """`result` with its line saying that the session's last call was carried out after
+        its client stopped waiting, the mark cleared (the caller holds the call lock)."""
+        from ..engine.records import SessionWrite
+
+        assert before.late_call is not None
+        now = self.user.session(before.key) or before
+        write = SessionWrite(now._replace(late_call=None), False, now.holding, _LATE)
+        try:  # noqa: SIM105 - contextlib costs an import on a hot path
+            self.user.commit_session(write, ())
+        except StoreConflict:  # only a writer without the lock: the note shows again
+            pass
+        return result._replace(notice=late_note(before.late_call))
+
+    def mark_late(self, key: str, event: str) -> bool:
+        """Record that the call of session `key` that fired `event` was carried out after its
+        client stopped waiting for the reply (an MCP cancel, a closed pipe): the session's next
+        reply says so. False when another call holds the session (its reply is the news)."""
+        from ..engine.records import SessionWrite
+
+        locked = self._locked(key)
+        if locked is None:
+            return False
+        s, lock = locked
+        try:
+            write = SessionWrite(s._replace(late_call=event), False, s.holding, _LATE)
+            self.user.commit_session(write, ())
+            return True
+        except StoreConflict:
+            return False
         finally:
             lock.release()
 

@@ -114,6 +114,9 @@ class Session(Record):
     #: `block_digest` of the text of the session's last blocked stop (engine.md §9), or None;
     #: stored only when set, so sessions written before it existed load unchanged
     last_block: str | None = None
+    #: the event of a call the engine carried out after the client had stopped waiting for
+    #: its reply (an MCP cancel, a closed pipe): the session's next reply says so, once
+    late_call: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -132,6 +135,8 @@ class Session(Record):
         }
         if self.last_block is not None:
             d["lastBlock"] = self.last_block
+        if self.late_call is not None:
+            d["lateCall"] = self.late_call
         return d
 
     @classmethod
@@ -150,6 +155,7 @@ class Session(Record):
             d["created"],
             d["lastActive"],
             d.get("lastBlock"),
+            d.get("lateCall"),
         )
 
 
@@ -246,6 +252,7 @@ class SessionWrite(Record):
             blocks=new.blocks if "blocks" in changes else current.blocks,
             last_active=new.last_active if "lastActive" in changes else current.last_active,
             last_block=new.last_block if "lastBlock" in changes else current.last_block,
+            late_call=new.late_call if "lateCall" in changes else current.late_call,
         )
 
 

@@ -24,12 +24,53 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["build", "run"]
+__all__ = ["PROGRESS_SECONDS", "Heartbeat", "build", "run"]
 
 INVALID_PARAMS = -32602
 
+#: how often a running tool call tells a client that asked for progress that it is alive
+#: (a client that resets its timeout on progress then waits out a long guard);
+#: SMLLM_PROGRESS_SECONDS overrides it (tests)
+PROGRESS_SECONDS = 5.0
 
-def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
+
+class Heartbeat:
+    """`notifications/progress` for one tool call, every PROGRESS_SECONDS while it runs, from
+    a thread of its own (the call holds the event loop's thread)."""
+
+    def __init__(self, wire: Wire, token: str | int) -> None:
+        import os
+        import threading
+
+        self.wire, self.token = wire, token
+        self.every = float(os.environ.get("SMLLM_PROGRESS_SECONDS") or PROGRESS_SECONDS)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="smllm-mcp-progress")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def _beat(self) -> None:
+        count = 0
+        while not self.done.wait(self.every):
+            count += 1
+            self.wire.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {
+                        "progressToken": self.token,
+                        "progress": count,
+                        "message": f"still running ({count * self.every:g} s)",
+                    },
+                }
+            )
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join()
+
+
+def build(caller: Caller, stash: Stash, wire: Wire) -> Server[Any, Any]:
     """The SDK's low-level server with smllm's one tool's calls (tools/list is answered by
     the reader, from texts.TOOL)."""
     server: Server[Any, Any] = Server("smllm", version=__version__, instructions=AGENT_RULES)
@@ -37,6 +78,10 @@ def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
     async def call_tool(request: types.CallToolRequest) -> types.ServerResult:
         # on the event loop's thread, to the end: calls run one at a time, and a command a
         # call runs gets the main thread's signal handling (processes.py)
+        request_id = server.request_context.request_id
+        meta = request.params.meta
+        token = meta.progressToken if meta is not None else None
+        beat = Heartbeat(wire, token) if token is not None else None
         try:
             given = stash.take(request.params.arguments)
             text, is_error = caller.call(
@@ -44,6 +89,14 @@ def build(caller: Caller, stash: Stash) -> Server[Any, Any]:
             )
         except UnknownTool as exc:
             raise McpError(types.ErrorData(code=INVALID_PARAMS, message=str(exc))) from None
+        finally:
+            if beat is not None:
+                beat.stop()
+        if request_id in stash.cancelled or stash.ended or wire.broken:
+            # the client stopped waiting (a cancel, its own timeout, a closed pipe): what the
+            # call did stands, and the session's next reply says so
+            stash.cancelled.discard(request_id)
+            caller.gave_up()
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         return types.ServerResult(types.CallToolResult(content=content, isError=is_error))
 
@@ -56,7 +109,7 @@ async def run(wire: Wire, inbox: Inbox, stash: Stash, caller: Caller) -> None:
     import asyncio
     import math
 
-    server = build(caller, stash)
+    server = build(caller, stash, wire)
     to_sdk, sdk_in = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
     sdk_out, from_sdk = anyio.create_memory_object_stream[SessionMessage](math.inf)
     owed = _Owed()

@@ -78,6 +78,7 @@ def _read(wire: Wire, inbox: Inbox, stash: Stash) -> None:
     except (OSError, ValueError):
         pass  # stdin closed or unreadable: the same as its end
     finally:
+        stash.ended = True
         inbox.put(None)
 
 

@@ -56,6 +56,23 @@ class Caller:
 
     def __init__(self, config: str | None) -> None:
         self.app = App(config=config)
+        #: (session key, event) of the last call that fired an event and changed something
+        self.fired: tuple[str, str] | None = None
+
+    def gave_up(self) -> bool:
+        """The client stopped waiting for the last call (a cancel, a closed pipe): when it
+        fired an event that was carried out, its session's next reply says so; whether one
+        was recorded."""
+        fired, self.fired = self.fired, None
+        if fired is None:
+            return False
+        try:
+            return self.app.mark_late(*fired)
+        except Exception as exc:  # a store that fails now: the server goes on
+            import sys
+
+            sys.stderr.write(f"smllm mcp: can't record the call the client gave up on: {exc}\n")
+            return False
 
     def call(
         self,
@@ -70,6 +87,7 @@ class Caller:
         if name != TOOL_NAME:
             raise UnknownTool(name)
         arguments = arguments or {}
+        self.fired = None
         try:
             session = _text_argument(arguments, "session")
             event = _text_argument(arguments, "event")
@@ -78,6 +96,8 @@ class Caller:
                 result = self.app.view(session)
             else:
                 result = self.app.fire(session, event, params, source="agent", harness="mcp")
+                if result.ok and result.session is not None:
+                    self.fired = (result.session.key, event)
             return result.text(), not result.ok
         except SmllmError as exc:  # call errors, a busy or broken store: never a crash
             return f"error: {exc}", True

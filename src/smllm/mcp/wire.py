@@ -89,6 +89,10 @@ class Stash:
     def __init__(self) -> None:
         self.items: dict[int, Stashed] = {}
         self.last = 0
+        #: the ids of requests the client cancelled (notifications/cancelled), as the reader
+        #: saw them: a tool call runs on while they arrive, and checks afterwards
+        self.cancelled: set[Any] = set()
+        self.ended = False  # the client closed its end of the input
 
     def put(
         self, arguments: dict[str, Any], pairs: Pairs | None, inside: tuple[str, str] | None
@@ -134,6 +138,10 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
             return "drop", None
         return "reply", error_response(id_, INVALID_REQUEST, "Invalid Request")
     if not has_id:
+        if method == "notifications/cancelled":
+            cancelled = msg.get("params", {}).get("requestId")
+            if _valid_id(cancelled):
+                stash.cancelled.add(cancelled)
         return ("forward", msg) if method in FORWARDED else ("drop", None)
     if method == "initialize":
         result = initialize_result(msg.get("params"))
