@@ -26,7 +26,6 @@ import os
 import threading
 
 from ..jsontext import loads_keeping_repeats, repeat_inside
-from ..recordclass import Record
 from .texts import TOOL, initialize_result
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
@@ -74,12 +73,23 @@ TICKET = "smllm-ticket"
 _KEPT = 10_000
 
 
-class Stashed(Record):
-    """A tools/call's arguments as the reader parsed them from the raw line."""
+class Stashed:
+    """A tools/call's arguments as the reader parsed them from the raw line (a plain class:
+    the reader answers initialize before any record module loads)."""
 
-    arguments: dict[str, Any] | None
-    pairs: Pairs | None  # the params' (name, value) pairs, when the raw JSON repeated a name
-    inside: tuple[str, str] | None = None  # (param, key): a key repeated inside a param's value
+    __slots__ = ("arguments", "inside", "pairs")
+
+    def __init__(
+        self,
+        arguments: dict[str, Any] | None,
+        pairs: Pairs | None,
+        inside: tuple[str, str] | None = None,
+    ) -> None:
+        self.arguments = arguments
+        #: the params' (name, value) pairs, when the raw JSON repeated a name
+        self.pairs = pairs
+        #: (param, key): a key repeated inside a param's value
+        self.inside = inside
 
 
 class Stash:
