@@ -104,8 +104,8 @@ def rendered(
 
 
 def parts(ran: Ran) -> dict[str, str]:
-    """PART → ACTION (or STATE) from text output."""
-    lines = [line.split(": ", 1) for line in ran.out.splitlines()]
+    """PART → ACTION (or STATE) from text output (status's `hooks last ran` line aside)."""
+    lines = [line.split(": ", 1) for line in ran.out.splitlines() if "hooks last ran" not in line]
     return {part: rest.split(" (")[0] for part, rest in lines}
 
 
@@ -419,7 +419,7 @@ def test_status_lists_installed_harnesses(project: Path, env: dict[str, str]) ->
     ]
     assert "  mcp: current (.codex/config.toml)" in lines
     report = json.loads(harness(project, env, "status", "codex", "--json").out)
-    assert set(report) == {"harness", "scope", "parts", "notes"}
+    assert set(report) == {"harness", "scope", "parts", "notes", "lastRan"}
     assert all("action" not in p for p in report["parts"])
     assert any("/hooks" in note for note in report["notes"])
 

@@ -84,6 +84,7 @@ def build(caller: Caller, stash: Stash, wire: Wire) -> Server[Any, Any]:
         beat = Heartbeat(wire, token) if token is not None else None
         try:
             given = stash.take(request.params.arguments)
+            caller.client = stash.client
             text, is_error = caller.call(
                 request.params.name, given.arguments, given.pairs, given.inside
             )

@@ -16,11 +16,16 @@ import sys
 
 from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response, sort_line
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from .tool import Watch
+
 __all__ = ["serve"]
 
 
-def serve(config: str | None) -> int:
-    """Serve MCP on stdin/stdout until stdin ends; the exit code."""
+def serve(config: str | None, watch: Watch | None = None) -> int:
+    """Serve MCP on stdin/stdout until stdin ends; the exit code. `watch`: what notes, in a
+    reply, a client whose hooks don't run (the CLI gives harness/seen.py's)."""
     import gc
     import threading
 
@@ -44,7 +49,7 @@ def serve(config: str | None) -> int:
         return 2
     _quiet_logging()
     gc.freeze()  # the imports' objects: never scanned again
-    anyio.run(sdk.run, wire, inbox, stash, Caller(config))
+    anyio.run(sdk.run, wire, inbox, stash, Caller(config, watch))
     return 0
 
 

@@ -14,7 +14,14 @@ from .texts import TOOL_NAME
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
+
+    from ..engine.records import Session
+    from ..store.base import SessionStore
+
+    #: makes, from the user store, what gives the line for (client name, the call's session)
+    Watch = Callable[[SessionStore], Callable[[str | None, Session | None], str | None]]
 
 __all__ = ["Caller", "UnknownTool"]
 
@@ -54,8 +61,11 @@ def _params(
 class Caller:
     """One long-lived App answering the tool's calls, one at a time (the server serializes)."""
 
-    def __init__(self, config: str | None) -> None:
+    def __init__(self, config: str | None, watch: Watch | None = None) -> None:
         self.app = App(config=config)
+        #: the line a reply carries when the client's hooks don't run (harness/seen.py)
+        self.watch = watch(self.app.user) if watch is not None else None
+        self.client: str | None = None  # the client's clientInfo name, once initialized
         #: (session key, event) of the last call that fired an event and changed something
         self.fired: tuple[str, str] | None = None
 
@@ -98,7 +108,12 @@ class Caller:
                 result = self.app.fire(session, event, params, source="agent", harness="mcp")
                 if result.ok and result.session is not None:
                     self.fired = (result.session.key, event)
-            return result.text(), not result.ok
+            text = result.text()
+            if self.watch is not None:
+                note = self.watch(self.client, result.session)
+                if note is not None:
+                    text = f"{note}\n{text}"
+            return text, not result.ok
         except SmllmError as exc:  # call errors, a busy or broken store: never a crash
             return f"error: {exc}", True
         except Exception as exc:  # an internal error, as the CLI words it: never a traceback

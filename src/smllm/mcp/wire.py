@@ -103,6 +103,7 @@ class Stash:
         #: saw them: a tool call runs on while they arrive, and checks afterwards
         self.cancelled: set[Any] = set()
         self.ended = False  # the client closed its end of the input
+        self.client: str | None = None  # the client's name, from initialize's clientInfo
 
     def put(
         self, arguments: dict[str, Any], pairs: Pairs | None, inside: tuple[str, str] | None
@@ -154,7 +155,11 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
                 stash.cancelled.add(cancelled)
         return ("forward", msg) if method in FORWARDED else ("drop", None)
     if method == "initialize":
-        result = initialize_result(msg.get("params"))
+        params = msg.get("params")
+        info = params.get("clientInfo") if isinstance(params, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("name"), str):
+            stash.client = info["name"]
+        result = initialize_result(params)
         return "reply", {"jsonrpc": "2.0", "id": id_, "result": result}
     if method in _STATIC:
         return "reply", {"jsonrpc": "2.0", "id": id_, "result": _STATIC[method]}

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from ...engine.records import minute
 from ...errors import SmllmError
 from ...files import emit_json
 from ...machine.configs.config import shown_path
@@ -106,6 +107,11 @@ def _print(
         for part in report["parts"]:
             what = part.get("action", part["state"])
             sys.stdout.write(f"{indent}{part['part']}: {what} ({_shown(part['path'])})\n")
+        if "lastRan" in report:
+            ran = ", ".join(
+                f"{hook} {minute(at) if at else 'never'}" for hook, at in report["lastRan"].items()
+            )
+            sys.stdout.write(f"{indent}hooks last ran: {ran}\n")
         sys.stdout.flush()
     for error in errors:
         sys.stderr.write(f"error: {error}\n")
@@ -138,7 +144,20 @@ def _status_of(name: str, where: Where) -> dict[str, Any]:
     gone, notes = _declined_here(where, name)
     plan = make_plan(parts_of(where, name), gone, False, install=False)
     notes += [f"{_shown(path)} doesn't parse: {why}" for path, why in plan.broken]
-    return _report(name, where.scope, plan.rows, notes + notes_for(name, where, plan.rows))
+    report = _report(name, where.scope, plan.rows, notes + notes_for(name, where, plan.rows))
+    hook_part = "plugin" if name == "opencode" else "hooks"
+    if any(row.part == hook_part and row.state not in ("missing", "declined") for row in plan.rows):
+        from ...store.user import user_store
+        from ..seen import last_ran
+
+        user = user_store()
+        try:
+            report["lastRan"] = last_ran(
+                user, name, where.root if where.scope == "project" else None
+            )
+        finally:
+            user.close()
+    return report
 
 
 def _status(name: str | None, scope: str, as_json: bool) -> int:
