@@ -50,7 +50,8 @@ from smllm.engine.records import (
 )
 from smllm.engine.recover import recovery
 from smllm.engine.reply import Reply
-from smllm.engine.view import StopOutcome, stop, view
+from smllm.engine.stop import StopOutcome, stop
+from smllm.engine.view import view
 from smllm.errors import RefTaken, StoreConflict
 from smllm.machine.model import Loaded
 from smllm.text.block import render

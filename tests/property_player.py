@@ -40,7 +40,7 @@ from scripted_host import ScriptedHost
 
 from smllm.api.app import App, CallError, Result
 from smllm.engine.reply import Reply
-from smllm.engine.view import Decision
+from smllm.engine.stop import Decision
 from smllm.machine.model import Machine
 from smllm.text.block import render
 

@@ -29,7 +29,8 @@ from smllm.engine.records import (
     Session,
     SessionWrite,
 )
-from smllm.engine.view import ALLOW, stop, view
+from smllm.engine.stop import ALLOW, stop
+from smllm.engine.view import view
 from smllm.errors import StoreConflict
 from smllm.machine.configs.config import load_configs
 from smllm.text.block import render

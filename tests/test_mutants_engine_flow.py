@@ -15,7 +15,7 @@ from scripted_host import ScriptedHost
 from smllm.engine.fire import fire, lost
 from smllm.engine.prompt import prompt_submitted
 from smllm.engine.records import AuditRecord, Instance, block_digest
-from smllm.engine.view import Decision, stop
+from smllm.engine.stop import Decision, stop
 from smllm.errors import RefTaken, StoreConflict
 from smllm.machine.configs.config import load_configs
 from smllm.text.block import render

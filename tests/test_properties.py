@@ -63,7 +63,7 @@ from property_world import (
 from scripted_host import ScriptedHost
 
 from smllm.api.app import App
-from smllm.engine.view import Decision
+from smllm.engine.stop import Decision
 from smllm.machine.model import Command
 
 

@@ -22,6 +22,11 @@ error (exit 2, `error: internal error: …`, never a traceback).
 
 from __future__ import annotations
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import TextIO
+
 __all__ = [
     "CallError",
     "NoConfig",
@@ -33,7 +38,9 @@ __all__ = [
     "StoreConflict",
     "StoreError",
     "StoreTooNew",
+    "debug_traceback",
     "internal_error",
+    "quiet_closed_stdout",
 ]
 
 
@@ -114,3 +121,25 @@ def internal_error(exc: BaseException) -> str:
     """The message of an error smllm didn't expect (after `error: `): every surface words it
     the same way, and none prints a traceback unless SMLLM_DEBUG asks for one."""
     return f"internal error: {type(exc).__name__}: {exc}"
+
+
+def debug_traceback(err: TextIO, environ: Mapping[str, str]) -> None:
+    """The traceback of the exception being handled, on `err`, when SMLLM_DEBUG is set in
+    `environ` (a surface never shows one otherwise); shared by the CLI and the hooks."""
+    if environ.get("SMLLM_DEBUG"):
+        import traceback
+
+        traceback.print_exc(file=err)
+
+
+def quiet_closed_stdout(stream: TextIO) -> None:
+    """After a BrokenPipeError on stdout: its fd points at /dev/null, so the interpreter's last
+    flush can't fail too (a closed stdout pipe ends a command quietly, cli-and-harnesses.md
+    §1); shared by the CLI and the hooks."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     # the fire path loads the whole engine; a view (every hook) needs only its part of it
     from ..engine.call import Call, Outcome
     from ..engine.status import Status
-    from ..engine.view import StopOutcome
+    from ..engine.stop import StopOutcome
 
 __all__ = ["App", "CallError", "Result", "late_note"]
 
@@ -332,7 +332,7 @@ class App:
 
         While another call of the session runs (a fire in a background shell), the stop is
         allowed and nothing is written: hooks fail open, and that call's reply decides."""
-        from ..engine.view import ALLOW, stop
+        from ..engine.stop import ALLOW, stop
 
         locked = self._locked(key)
         if locked is None:

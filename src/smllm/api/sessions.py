@@ -27,7 +27,6 @@ __all__ = [
     "prompt_submitted",
     "session_of",
     "status_of",
-    "stops_yielded",
 ]
 
 PASS_KEY = (
@@ -93,24 +92,6 @@ def prompt_submitted(user: SessionStore, host: Host, key: str, prompt: str | Non
                 pass
     finally:
         lock.release()
-
-
-def stops_yielded(user: SessionStore, session: Session) -> bool:
-    """Whether `session` stops freely because it has yielded and still holds its instance
-    (engine.md §9: a yield allows the stop; an instance that left the session blocks it, with
-    why). Only that case is decided here, by the engine's own rule (`left_message`), on the
-    machines' summary: without the App, the events, the replies or the machines themselves.
-    False leaves every stop to `App.stop`. Nothing is written either way, so no call lock is
-    taken."""
-    if not session.yielded or session.holding is None:
-        return False
-    from ..engine.held import left_message
-    from ..machine.configs.cache import summary_cached
-    from .stores import Stores
-
-    summary = summary_cached(session.configs)
-    inst = Stores(summary, user).instance(*session.holding)
-    return left_message(summary, session, inst, session.holding) is None
 
 
 def status_of(

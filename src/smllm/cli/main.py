@@ -208,22 +208,19 @@ def _run(argv: Sequence[str] | None) -> int:
         return code
     except Exit as exc:
         return fail(exc.code, exc.message)
-    except BrokenPipeError:
-        # a closed stdout pipe ends the command quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # a closed stdout pipe ends the command quietly
+        from ..errors import quiet_closed_stdout
+
+        quiet_closed_stdout(sys.stdout)
         return 0
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 2
     except Exception as exc:  # an internal error: exit 2, never a traceback
-        from ..errors import SmllmError, internal_error
+        from ..errors import SmllmError, debug_traceback, internal_error
 
         if isinstance(exc, SmllmError):
             return fail(exc.exit_code, str(exc))
         sys.stderr.write(f"error: {internal_error(exc)}\n")
-        if os.environ.get("SMLLM_DEBUG"):
-            import traceback
-
-            traceback.print_exc()
+        debug_traceback(sys.stderr, os.environ)
         return 2

@@ -186,9 +186,13 @@ def _answer(
         # shouldn't); a session that a crash left idle while an instance names it as holder
         # is repaired by its next fire or view (engine.md §7.1, §10)
         return {}, ""
-    from ..api.sessions import stops_yielded
+    from ..api.stores import Stores
+    from ..engine.stop import stops_yielded
+    from ..machine.configs.cache import summary_cached
 
-    if stops_yielded(user, session):  # rule 4, without loading the engine's views
+    # rule 4 on the machines' summary: no App, no machines, no views (engine/stop.py)
+    summary = summary_cached(session.configs)
+    if stops_yielded(summary, session, Stores(summary, user)):
         return {}, ""
     from ..api.app import App
 
@@ -208,11 +212,10 @@ def _answer(
 
 
 def _fail(err: TextIO, message: str, environ: Mapping[str, str]) -> int:
-    err.write(f"error: {message}\n")
-    if environ.get("SMLLM_DEBUG"):
-        import traceback
+    from ..errors import debug_traceback
 
-        traceback.print_exc(file=err)
+    err.write(f"error: {message}\n")
+    debug_traceback(err, environ)
     err.flush()
     return 1
 
@@ -271,11 +274,9 @@ def _emit(out: TextIO, data: bytes, err: TextIO, environ: Mapping[str, str]) -> 
             buffer.write(data)
             buffer.flush()
     except BrokenPipeError:
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, out.fileno())
-        except (OSError, ValueError, AttributeError):
-            pass
+        from ..errors import quiet_closed_stdout
+
+        quiet_closed_stdout(out)
         return 0
     except (OSError, ValueError) as exc:
         return _fail(err, f"can't write the answer: {exc}", environ)

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from ...errors import SmllmError
 from ...jsontext import dumps
 from ...machine.configs.config import HARNESS_PARTS
+from ..hook import HOOKS
 from .jsonfile import (
     Broken,
     drop_entry,
@@ -70,10 +71,9 @@ CODEX_FORWARDED = ("XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME", "SMLLM
 #: the OpenCode plugin's stand-in for the smllm path, replaced by a JSON string literal
 PLUGIN_TOKEN = "__SMLLM__"
 
-_HOOKS = ("session-start", "user-prompt-submit", "stop")
-_CLAUDE_EVENTS = dict(zip(("SessionStart", "UserPromptSubmit", "Stop"), _HOOKS, strict=True))
+_CLAUDE_EVENTS = dict(zip(("SessionStart", "UserPromptSubmit", "Stop"), HOOKS, strict=True))
 _COPILOT_EVENTS = dict(
-    zip(("sessionStart", "userPromptSubmitted", "agentStop"), _HOOKS, strict=True)
+    zip(("sessionStart", "userPromptSubmitted", "agentStop"), HOOKS, strict=True)
 )
 
 
