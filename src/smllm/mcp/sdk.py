@@ -18,15 +18,13 @@ from pydantic import ValidationError
 from .. import __version__
 from .texts import AGENT_RULES
 from .tool import Caller, UnknownTool
-from .wire import INVALID_REQUEST, Inbox, Stash, Wire, error_response
+from .wire import INVALID_PARAMS, INVALID_REQUEST, Inbox, Stash, Wire, error_response
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
     from typing import Any
 
 __all__ = ["PROGRESS_SECONDS", "Heartbeat", "build", "run"]
-
-INVALID_PARAMS = -32602
 
 #: how often a running tool call tells a client that asked for progress that it is alive
 #: (a client that resets its timeout on progress then waits out a long guard);

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 
 from ..jsontext import loads_keeping_repeats, repeat_inside
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORWARDED",
+    "INVALID_PARAMS",
     "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "PARSE_ERROR",
@@ -52,6 +54,7 @@ __all__ = [
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
 
 #: what the SDK is given (requests and notifications)
 FORWARDED = frozenset({"tools/call", "notifications/initialized", "notifications/cancelled"})
@@ -166,8 +169,27 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     if method not in FORWARDED:
         return "reply", error_response(id_, METHOD_NOT_FOUND, f"Method not found: {method}")
     if method == "tools/call":
+        problem = _call_shape(msg.get("params"))
+        if problem is not None:  # a sentence, not the SDK's validation dump
+            sys.stderr.write(f"smllm mcp: refused tools/call {json.dumps(id_)}: {problem}\n")
+            return "reply", error_response(id_, INVALID_PARAMS, f"Invalid params: {problem}")
         _stash_arguments(repeated, msg.get("params"), stash)
     return "forward", msg
+
+
+def _call_shape(params: object) -> str | None:
+    """What is wrong with a tools/call's params (MCP's CallToolRequestParams), or None."""
+    if not isinstance(params, dict):
+        return "tools/call needs params: an object with the tool's name and arguments"
+    if not isinstance(params.get("name"), str):
+        return "params.name must be the tool's name, a string"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return "params.arguments must be an object (session, event, params)"
+    meta = params.get("_meta")
+    if meta is not None and not isinstance(meta, dict):
+        return "params._meta must be an object"
+    return None
 
 
 def _stash_arguments(
@@ -177,7 +199,7 @@ def _stash_arguments(
         return
     arguments = params.get("arguments")
     if not isinstance(arguments, dict):
-        return  # null or absent: none; anything else: the SDK's -32602
+        return  # null or absent: none (_call_shape refused anything else)
     given = arguments.get("params")
     pairs = repeated.get(id(given)) if isinstance(given, dict) else None
     # an object inside a param's value that repeated a key: the tool refuses the call, as the
