@@ -43,7 +43,7 @@ EXPECTED: dict[str, list[str]] = {
     "smllm i": ["info", "init", "instance"],
     "smllm --": ["--config", "--help", "--version"],
     "smllm --config x.toml va": ["validate"],
-    "smllm harness ": ["hook", "install", "status", "--config", "--help"],
+    "smllm harness ": ["hook", "install", "status", "uninstall", "--config", "--help"],
     "smllm harness install ": [
         "--config",
         "--force",

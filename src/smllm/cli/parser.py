@@ -7,6 +7,7 @@ import argparse
 from collections.abc import Sequence
 from typing import NoReturn
 
+from ..machine.configs.config import HARNESS_PARTS
 from .common import Exit
 
 __all__ = ["build", "parse"]
@@ -44,16 +45,24 @@ def build() -> _Parser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("new", "print a machine template, or write it with --write")
-    p.add_argument("id")
-    p.add_argument("--dir", default=None)
-    p.add_argument("--write", action="store_true")
+    p.add_argument(
+        "id", metavar="ID", help="the machine's id (a letter, then letters, digits, -, _)"
+    )
+    p.add_argument("--dir", default=None, help="with --write: the folder (default: the config's)")
+    p.add_argument("--write", action="store_true", help="write the file and list it in the config")
     p.add_argument("--json", action="store_true")
 
     p = cmd("fire", "fire one event")
-    p.add_argument("event")
-    p.add_argument("--session", metavar="KEY")
+    p.add_argument("event", metavar="EVENT", help="the event; without --session, only enter")
+    p.add_argument("--session", metavar="KEY", help="the session key from the latest header")
     p.add_argument("--host", action="store_true", help="fire as the host")
-    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one param (repeatable); a JSON param's VALUE is JSON text",
+    )
     p.add_argument(
         "--params", metavar="JSON", help="params as one JSON object; - reads it from standard input"
     )
@@ -65,8 +74,8 @@ def build() -> _Parser:
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
     q = ssub.add_parser("show", help="where a session is, as the agent sees it")
-    q.add_argument("key")
-    q.add_argument("--audit", action="store_true")
+    q.add_argument("key", metavar="KEY", help="the session key")
+    q.add_argument("--audit", action="store_true", help="the session's audit, oldest first")
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
     q = ssub.add_parser("new", help="start a session in idle and show it")
@@ -76,18 +85,19 @@ def build() -> _Parser:
     p = cmd("instance", "list or show instances")
     isub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
     q = isub.add_parser("list", help="instances of the configured machines")
-    q.add_argument("--machine")
+    q.add_argument("--machine", metavar="ID", help="only this machine's instances")
     q.add_argument(
         "--status",
         action="append",
         default=[],
         choices=["active", "interrupted", "paused", "completed"],
+        help="only instances with this status (repeatable)",
     )
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
     q = isub.add_parser("show", help="an instance and its history")
-    q.add_argument("ref", metavar="ID|REF")
-    q.add_argument("--machine")
+    q.add_argument("ref", metavar="ID|REF", help="an instance's id or ref")
+    q.add_argument("--machine", metavar="ID", help="the machine, when the ref names several")
     q.add_argument("--json", action="store_true")
     _config_flag(q, False)
 
@@ -123,7 +133,7 @@ def build() -> _Parser:
     p.add_argument("--json", action="store_true")
 
     p = cmd("compile", "print a machine file's normal form: compact JSON, prompt files inlined")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="a machine file")
     p.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
 
     p = cmd("graph", "the states and transitions of the configured machines")
@@ -136,28 +146,67 @@ def build() -> _Parser:
     p = cmd("statusline", "one line for a status bar: where a session is (Claude's statusLine)")
     p.add_argument("--session", help="the session to show; default: Claude's, from stdin")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--color", choices=["auto", "always", "never"], default="auto")
+    p.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colours: auto (on unless NO_COLOR is set), always or never",
+    )
 
     p = cmd("harness", "install smllm into an agent client, check it, or run its hooks")
     hsub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
-    names = "claude, codex, copilot, opencode or agents"
-    for action, help_ in (
-        ("install", f"write smllm's parts into a client's files: {names}"),
-        ("status", "the state of each part, writing nothing"),
+    parts = "; ".join(f"{name}: {', '.join(found)}" for name, found in HARNESS_PARTS.items())
+    names = ", ".join(HARNESS_PARTS)
+    for action, help_, more in (
+        ("install", f"write smllm's parts into a client's files ({names})", f"Parts: {parts}."),
+        ("status", "the state of each part, writing nothing", f"Parts: {parts}."),
+        (
+            "uninstall",
+            "remove smllm's parts from a client's files, keeping everything else",
+            "Removes smllm's own entries only (the user's hooks, servers, permissions and "
+            "text stay); a part another installed client shares (the instructions region, "
+            f".mcp.json's server) stays while that client is installed. Parts: {parts}.",
+        ),
     ):
-        q = hsub.add_parser(action, help=help_, description=help_)
-        q.add_argument("name", metavar="NAME", nargs=None if action == "install" else "?")
-        q.add_argument("--scope", choices=["project", "user"], default="project")
+        q = hsub.add_parser(
+            action, help=help_, description=f"{help_[0].upper()}{help_[1:]}. {more}"
+        )
+        q.add_argument(
+            "name",
+            metavar="NAME",
+            nargs="?" if action == "status" else None,
+            help=f"the client: {names}"
+            + ("; default: every installed one" if action == "status" else ""),
+        )
+        q.add_argument(
+            "--scope",
+            choices=["project", "user"],
+            default="project",
+            help="this project (the folder holding .smllm/) or your user account",
+        )
         if action == "install":
-            q.add_argument("--without", action="append", default=[], metavar="PART")
-            q.add_argument("--with", dest="with_", action="append", default=[], metavar="PART")
+            q.add_argument(
+                "--without",
+                action="append",
+                default=[],
+                metavar="PART",
+                help="decline a part (repeatable; recorded in the config)",
+            )
+            q.add_argument(
+                "--with",
+                dest="with_",
+                action="append",
+                default=[],
+                metavar="PART",
+                help="take a declined part back (repeatable)",
+            )
             q.add_argument("--force", action="store_true", help="rewrite parts edited by hand")
         q.add_argument("--json", action="store_true")
         _config_flag(q, False)
     # run by the client, not by people: hidden from help
     q = hsub.add_parser("hook")
-    q.add_argument("name", metavar="NAME")
-    q.add_argument("hook", metavar="HOOK")
+    q.add_argument("name", metavar="NAME", help="the client")
+    q.add_argument("hook", metavar="HOOK", help="session-start, user-prompt-submit or stop")
     _config_flag(q, False)
 
     cmd("mcp", "the MCP server on stdio: one tool, smllm")
@@ -186,7 +235,12 @@ def build() -> _Parser:
     )
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
     q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
-    q.add_argument("--side", choices=["any", "model", "runtime"], default="any")
+    q.add_argument(
+        "--side",
+        choices=["any", "model", "runtime"],
+        default="any",
+        help="whose stream it is: the model's, the runtime's, or either (any)",
+    )
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
     q.add_argument("--lenient", action="store_true", help="report violations, don't stop")
     q.add_argument("--json", action="store_true")
@@ -198,7 +252,7 @@ def build() -> _Parser:
     q.add_argument("--json", action="store_true")
 
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
-    p.add_argument("shell", metavar="SHELL")
+    p.add_argument("shell", metavar="SHELL", help="bash, zsh or fish")
 
     p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
     info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
@@ -207,7 +261,18 @@ def build() -> _Parser:
 
     p = cmd("demo", "play a scripted agent through the example machine in a throw-away folder")
     p.add_argument("--keep", action="store_true", help="keep the folder and print its path")
+    _json_help(top)
     return top
+
+
+def _json_help(parser: argparse.ArgumentParser) -> None:
+    """Every `--json` says what it prints (cli-and-harnesses.md §1), once, here."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _json_help(child)
+        elif "--json" in action.option_strings and action.help is None:
+            action.help = "print one JSON object (on exit 1 too)"
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:

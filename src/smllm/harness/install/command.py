@@ -125,6 +125,8 @@ def install_or_status(args: Namespace) -> int:
     _check_name(args.name, scope)
     if args.action == "status":
         return _status(args.name, scope, bool(args.json))
+    if args.action == "uninstall":
+        return _uninstall(args)
     return _install(args)
 
 
@@ -166,11 +168,12 @@ def _status(name: str | None, scope: str, as_json: bool) -> int:
         _print(_status_of(name, where), as_json)
         return 0
     found = []
+    shared = _shared_parts(where)
     for harness in HARNESSES:
         if harness == "agents" and scope == "user":
             continue
         report = _status_of(harness, where)
-        if any(part["state"] != "missing" for part in report["parts"]):
+        if _installed(harness, report["parts"], shared):
             found.append(report)
     if as_json:
         emit_json({"scope": scope, "harnesses": found})
@@ -181,6 +184,67 @@ def _status(name: str | None, scope: str, as_json: bool) -> int:
         sys.stdout.write(("\n" if i else "") + f"{report['harness']}:\n")
         _print(report, False, indent="  ")
     return 0
+
+
+def _shared_parts(where: Where) -> dict[tuple[str, str], set[str]]:
+    """(part, file) → the harnesses that have that part in that file: the instructions region
+    (AGENTS.md) and `.mcp.json`'s server are shared."""
+    owners: dict[tuple[str, str], set[str]] = {}
+    for harness in HARNESSES:
+        if harness == "agents" and where.scope == "user":
+            continue
+        for part in parts_of(where, harness):
+            owners.setdefault((part.name, part.path), set()).add(harness)
+    return owners
+
+
+def _installed(
+    harness: str, parts: list[dict[str, Any]], shared: dict[tuple[str, str], set[str]]
+) -> bool:
+    """Whether `harness` is installed: a part of its own (not one it shares with another
+    client) is there or declined; `agents`, whose one part is the shared region, when that is
+    there."""
+    there = [p for p in parts if p["state"] != "missing"]  # declined: the user chose it
+    if harness == "agents":
+        return bool(there)
+    return any(len(shared.get((p["part"], p["path"]), ())) <= 1 for p in there)
+
+
+# -- uninstall ---------------------------------------------------------------------------
+
+
+def _uninstall(args: Namespace) -> int:
+    """smllm's entries of every part of NAME removed, the user's kept; a part another
+    installed client shares stays. The config's declined parts are left as they are."""
+    name: str = args.name
+    where = _where(args.scope)
+    parts = parts_of(where, name)
+    shared = _shared_parts(where)
+    users: dict[tuple[str, str], list[str]] = {}
+    for other in HARNESSES:
+        # `agents` is the region alone: it keeps nothing of another client's
+        if other in (name, "agents"):
+            continue
+        report = _status_of(other, where)
+        if _installed(other, report["parts"], shared):
+            for part in parts_of(where, other):
+                users.setdefault((part.name, part.path), []).append(other)
+    kept = {p.name: users[(p.name, p.path)] for p in parts if (p.name, p.path) in users}
+    plan = make_plan(parts, {p.name for p in parts if p.name not in kept}, False, install=True)
+    if plan.broken:
+        errors = [
+            f"can't read {_shown(path)}: {why}; nothing was written" for path, why in plan.broken
+        ]
+        return _refuse(name, where, plan, errors, bool(args.json), False)
+
+    def action(row: Row) -> str:
+        if row.part in kept:
+            return f"kept (used by {', '.join(kept[row.part])})"
+        return "removed" if row.action == "removed" else "missing"
+
+    rows = [row._replace(action=action(row)) for row in plan.rows]
+    plan = plan._replace(rows=rows)
+    return _write(name, where, plan, parts, dict(plan.writes), bool(args.json), notes=False)
 
 
 # -- install -----------------------------------------------------------------------------
@@ -251,6 +315,21 @@ def _install(args: Namespace) -> int:
     new_config = with_declined(config_text, name, gone)
     if new_config != (config_text or ""):
         writes[config] = (new_config, "")
+    return _write(name, where, plan, parts, writes, as_json)
+
+
+def _write(
+    name: str,
+    where: Where,
+    plan: Plan,
+    parts: list[Part],
+    writes: dict[str, tuple[str | None, str]],
+    as_json: bool,
+    notes: bool = True,
+) -> int:
+    """Apply a plan: Claude's `claude mcp` first, then the files; then the report. A plan that
+    changes nothing says so in one line."""
+    config = config_path(where.scope, where.root)
     try:  # folders first: one that can't be made stops the install before anything is written
         for path, (text, _) in writes.items():
             if text is not None:
@@ -277,5 +356,13 @@ def _install(args: Namespace) -> int:
                 write_text(path, text)
     except OSError as exc:
         raise _cant_write(exc, config) from None
-    _print(_report(name, where.scope, plan.rows, notes_for(name, where, plan.rows)), as_json)
+    said = notes_for(name, where, plan.rows) if notes else []
+    report = _report(name, where.scope, plan.rows, said)
+    if as_json or writes or plan.external is not None:
+        _print(report, as_json)
+    else:  # a second install: nothing changed, said in one line
+        what = "uninstalled" if not notes else "installed"
+        sys.stdout.write(f"{name}: nothing to do; smllm is {what} as it should be\n")
+        for note in said:
+            sys.stderr.write(f"note: {note}\n")
     return 0
