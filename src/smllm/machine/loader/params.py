@@ -311,17 +311,27 @@ def _is_plain_string(schema: dict[str, Any]) -> tuple[bool, bool]:
     return False, False
 
 
-def _spec(name: str, schema: dict[str, Any], required: bool) -> ParamSpec:
+def _spec(
+    name: str, schema: dict[str, Any], required: bool, params: dict[str, Any] | None = None
+) -> tuple[ParamSpec, list[str]]:
+    """The param's spec, and the `$ref`s its shown schema keeps (recursive ones, EVT-13)."""
     is_string, plain = _is_plain_string(schema)
     enum = schema.get("enum")
     rest = {k: v for k, v in schema.items() if k not in ("description",)}
     shown = None
+    stuck: list[str] = []
     if not is_string and set(rest) - {"type"}:
         import json
 
+        if params is not None:  # the agent reads the schema with every $ref it can inlined
+            from .inline import inline_refs
+
+            rest, stuck = inline_refs(rest, params)
+            if stuck:
+                rest["$defs"] = params.get("$defs")
         shown = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     desc = schema.get("description")
-    return ParamSpec(
+    spec = ParamSpec(
         name=name,
         required=required,
         is_string=is_string,
@@ -332,6 +342,7 @@ def _spec(name: str, schema: dict[str, Any], required: bool) -> ParamSpec:
         schema_shown=shown,
         plain=plain,
     )
+    return spec, stuck
 
 
 def ref_param_spec(
@@ -387,6 +398,7 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
 
     specs: list[ParamSpec] = []
     schemas: list[tuple[tuple[str | int, ...], Any]] = []  # for the metaschema check
+    recursive: list[Problem] = []  # EVT-13, unless a $ref is wrong (EVT-1 says so)
     for name, schema in props.items():
         path: tuple[str | int, ...] = ("properties", name)
         if not pattern_matches(NAME_PATTERNS["param"], name):
@@ -401,12 +413,21 @@ def read_params(params: Any) -> tuple[tuple[ParamSpec, ...], dict[str, Any] | No
             schema = {} if schema else {"not": {}}
         if not _walk_keywords(schema, path, problems):
             schemas.append((path, props[name]))
-        specs.append(_spec(name, schema, name in required))
+        spec, stuck = _spec(name, schema, name in required, params if defs_ok else None)
+        specs.append(spec)
+        if stuck:
+            names = ", ".join(ref.removeprefix("#/$defs/") for ref in stuck)
+            message = (
+                f"the schema of {name} refers to itself through $defs ({names}), so it can't be "
+                "inlined: the agent reads it with its $defs"
+            )
+            recursive.append(Problem(path, "EVT-13", message))
     for name, schema in (defs or {}).items():
         if not _walk_keywords(schema, ("$defs", name), problems):
             schemas.append((("$defs", name), schema))
     if defs_ok:  # a $defs that isn't a mapping has no place to point into
-        problems.extend(_ref_problems(params))
+        wrong = _ref_problems(params)
+        problems.extend(wrong or recursive)
     # jsonschema's checks, but not where ours already found the node wrong (a `$ref: 5`)
     taken = {p.path for p in problems}
     for path, schema in schemas:

@@ -1,0 +1,54 @@
+"""A param's schema as the agent reads it in the events list: each `$ref` into the params'
+`$defs` replaced by what it names, so the list never shows a reference the agent can't follow
+(issue 20 §8). A reference met again while it is being inlined (a recursive schema: a tree, a
+nested list) can't be inlined: it stays, and the `$defs` go with the schema (EVT-13, info)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["inline_refs"]
+
+#: keywords whose values are data, never schemas: a `$ref` key inside them is data too
+_DATA = frozenset({"enum", "const", "default", "examples"})
+_PREFIX = "#/$defs/"
+
+
+def _target(params: dict[str, Any], ref: str) -> tuple[bool, Any]:
+    """(found, the schema) that `#/$defs/…` names (the pointer's `~1`/`~0` unescaped)."""
+    node: Any = params
+    for raw in ref[2:].split("/"):
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return False, None
+    return True, node
+
+
+def inline_refs(schema: Any, params: dict[str, Any]) -> tuple[Any, list[str]]:
+    """`schema` with its `$ref`s into `params`' `$defs` inlined, and the refs that couldn't be
+    (each met again inside itself), in the order met. A `$ref` beside other keywords becomes
+    `allOf: [TARGET]` beside them (2020-12 applies both)."""
+    stuck: list[str] = []
+
+    def walk(node: Any, trail: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [walk(item, trail) for item in node]
+        if not isinstance(node, dict):
+            return node
+        rest = {k: v if k in _DATA else walk(v, trail) for k, v in node.items() if k != "$ref"}
+        ref = node.get("$ref")
+        if not isinstance(ref, str) or not ref.startswith(_PREFIX):
+            return rest if "$ref" not in node else {**rest, "$ref": ref}
+        found, target = _target(params, ref)
+        if not found or ref in trail:
+            if found and ref not in stuck:
+                stuck.append(ref)
+            return {**rest, "$ref": ref}
+        inlined = walk(target, trail | {ref})
+        return {"allOf": [inlined], **rest} if rest else inlined
+
+    return walk(schema, frozenset()), stuck
