@@ -573,9 +573,15 @@ def test_prompt_submitted(world: Scripted) -> None:
     write, audit = prompt_submitted(s, world.host)
     changed = frozenset({"yielded", "blocks", "lastActive"})
     assert write == session_write(s, 4, changed, yielded=False)  # the stop read 3
-    assert audit == (AuditRecord(at(4), "prompt", {"yielded": True, "blocks": 0}),)
+    cleared = {"yielded": True, "blocks": 0}
+    assert audit == (
+        AuditRecord(at(4), "prompt", {"yielded": False, "blocks": 0, "cleared": cleared}),
+    )
     world.reader.apply_session(write, audit)
     assert world.stop(key, None).decision == "block"
     write, audit = prompt_submitted(world.session(key), world.host)
     assert write is not None and write.session.blocks == 0
-    assert audit == (AuditRecord(at(6), "prompt", {"yielded": False, "blocks": 1}),)
+    cleared = {"yielded": False, "blocks": 1}
+    assert audit == (
+        AuditRecord(at(6), "prompt", {"yielded": False, "blocks": 0, "cleared": cleared}),
+    )

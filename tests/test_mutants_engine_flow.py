@@ -173,13 +173,14 @@ def test_a_prompt_after_blocks(world: Scripted) -> None:
         write, audit = prompt_submitted(blocked, world.host, prompt)
         assert write is not None and write.session.blocks == 0
         assert write.changes == frozenset({"yielded", "blocks", "lastActive"})
-        assert [(a.kind, a.detail) for a in audit] == [("prompt", {"yielded": False, "blocks": 1})]
+        after = {"yielded": False, "blocks": 0, "cleared": {"yielded": False, "blocks": 1}}
+        assert [(a.kind, a.detail) for a in audit] == [("prompt", after)]
     no_digest = blocked._replace(last_block=None)
     assert prompt_submitted(no_digest, world.host, text)[0] is not None
     yielded = s._replace(yielded=True, last_block=block_digest(text))
     write, audit = prompt_submitted(yielded, world.host, text)
     assert write is not None and write.session.yielded is False
-    assert audit[0].detail == {"yielded": True, "blocks": 0}
+    assert audit[0].detail["cleared"] == {"yielded": True, "blocks": 0}
 
 
 # --- fire.lost --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ race into the engine's "another session changed …" reply. Surfaces (CLI, MCP, 
 from __future__ import annotations
 
 import os
+from time import monotonic
 
 from ..engine.records import iso
 from ..errors import (
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..engine.host import Host
-    from ..engine.records import Session
+    from ..engine.records import AuditRecord, Session
     from ..engine.reply import Reply
     from ..machine.model import Loaded, StoreSpec
     from ..store.base import InstanceStore, SessionStore
@@ -41,6 +42,17 @@ if TYPE_CHECKING:
 __all__ = ["App", "CallError", "Result", "late_note"]
 
 _LATE = frozenset({"lateCall"})
+
+
+def _committed(record: AuditRecord, elapsed: float) -> AuditRecord:
+    """An event's audit record with the time its call committed: the call's one clock reading
+    (engine.md §12) plus how long the engine ran, a guard of minutes included."""
+    if record.kind != "event":
+        return record
+    from datetime import datetime, timedelta
+
+    at = datetime.fromisoformat(record.at.replace("Z", "+00:00")) + timedelta(seconds=elapsed)
+    return record._replace(detail={**record.detail, "committed": iso(at)})
 
 
 def late_note(event: str) -> str:
@@ -266,7 +278,11 @@ class App:
         if session is not None:
             session = self._recovered(loaded, session, stores, write=True)
         call = Call(event, params, source, session, harness, self.cwd, configs)
+        started = monotonic()
         outcome = fire(loaded, call, stores, self.host)
+        elapsed = monotonic() - started
+        if elapsed >= 1.0:  # a guard or action ran a while: the audit says when it committed
+            outcome = outcome._replace(audit=tuple(_committed(a, elapsed) for a in outcome.audit))
         return self.commit(loaded, stores, call, outcome)
 
     def commit(self, loaded: Loaded, stores: Stores, call: Call, outcome: Outcome) -> Result:

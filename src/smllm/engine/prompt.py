@@ -35,4 +35,11 @@ def prompt_submitted(
     at = iso(host.now())
     new = session._replace(yielded=False, blocks=0, version=session.version + 1, last_active=at)
     sw = SessionWrite(new, False, session.holding, frozenset({"yielded", "blocks", "lastActive"}))
-    return sw, (AuditRecord(at, "prompt", {"yielded": session.yielded, "blocks": session.blocks}),)
+    # the values after the prompt, and what it cleared (issue 20 §8: the record read as if the
+    # prompt had left the session yielded)
+    detail = {
+        "yielded": False,
+        "blocks": 0,
+        "cleared": {"yielded": session.yielded, "blocks": session.blocks},
+    }
+    return sw, (AuditRecord(at, "prompt", detail),)

@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..engine.records import AuditRecord, HistoryRecord, Instance, Session, minute
+from ..engine.records import (
+    ACTIVE,
+    INTERRUPTED,
+    AuditRecord,
+    HistoryRecord,
+    Instance,
+    Session,
+    minute,
+)
 from ..recordclass import Record
 from .escape import escape
 
@@ -22,14 +30,39 @@ __all__ = [
     "audit_text",
     "instance_table",
     "instance_text",
+    "left_as",
+    "moved_to",
     "session_table",
     "table",
 ]
 
 
+def moved_to(session: Session, inst: Instance | None) -> str | None:
+    """The other session that holds INST now, when one took it over from SESSION (engine.md
+    §5.1); SESSION learns it on its next call (§7.1). None when INST is gone or not held by
+    another session."""
+    if inst is None or inst.holder is None or inst.holder == session.key:
+        return None
+    return inst.holder
+
+
+def left_as(session: Session, inst: Instance | None, status: str) -> str | None:
+    """INST's status when it left SESSION by it, not by a takeover: paused or completed by
+    the session that took it over (engine.md §7.1: `KIND LABEL is STATUS`); STATUS is the
+    status the place expects (active for the held instance, interrupted for the slot)."""
+    if inst is None or moved_to(session, inst) is not None or inst.status == status:
+        return None
+    return inst.status
+
+
 class SessionLine(Record):
     """A session, and where it is: the instances it holds and keeps interrupted (None when
-    that instance is gone or its store can't be read) and the kind of the held one."""
+    that instance is gone or its store can't be read) and the kind of the held one.
+
+    An instance may have left the session since it last called (engine.md §7.1): another
+    session took it over (`movedTo`, the text's `(moved to session KEY)`), or that session
+    paused or completed it (`status`, the text's `(now STATUS)`). The session's next call
+    returns it to idle with the same finding."""
 
     session: Session
     held: Instance | None
@@ -40,9 +73,9 @@ class SessionLine(Record):
     def to_json(self) -> dict[str, Any]:
         s = self.session
         d = s.to_json()
-        for name, place, inst in (
-            ("holding", s.holding, self.held),
-            ("interrupted", s.interrupted, self.slot),
+        for name, place, inst, status in (
+            ("holding", s.holding, self.held, ACTIVE),
+            ("interrupted", s.interrupted, self.slot, INTERRUPTED),
         ):
             if place is None:
                 continue
@@ -52,6 +85,11 @@ class SessionLine(Record):
                 "label": inst.label if inst else None,
                 "state": inst.state if inst else None,
             }
+            moved, left = moved_to(s, inst), left_as(s, inst, status)
+            if moved is not None:
+                d[name]["movedTo"] = moved
+            if left is not None:
+                d[name]["status"] = left
         if self.held is None and self.problem is None:
             d["holding"] = None  # an instance that left reads as idle, as the text says
         return d
@@ -76,13 +114,21 @@ def table(rows: Sequence[Sequence[str]]) -> str:
 
 
 def where(line: SessionLine) -> str:
-    """`idle`, `MACHINE › STATE · KIND LABEL`, or `?` when its store can't be read."""
+    """`idle`, `MACHINE › STATE · KIND LABEL`, or `?` when its store can't be read; an
+    instance that left the session since its last call is followed by
+    `(moved to session KEY)` or `(now STATUS)` (SessionLine)."""
     if line.problem is not None:
         return "?"
     held = line.held
     if held is None:
         return "idle"
-    return f"{held.machine} › {held.state} · {line.kind} {held.label}"
+    text = f"{held.machine} › {held.state} · {line.kind} {held.label}"
+    moved, left = moved_to(line.session, held), left_as(line.session, held, ACTIVE)
+    if moved is not None:
+        return f"{text} (moved to session {moved})"
+    if left is not None:
+        return f"{text} (now {left})"
+    return text
 
 
 def session_table(lines: Sequence[SessionLine]) -> str:
@@ -111,15 +157,24 @@ def _audit_detail(kind: str, detail: dict[str, Any]) -> str:
         return f"{detail.get('harness')} {detail.get('cwd')}"
     if kind == "event":
         by = " (host)" if detail.get("source") == "host" else ""
+        committed = detail.get("committed")
+        took = f" (committed {committed[11:19]} UTC)" if isinstance(committed, str) else ""
         return (
             f"{detail.get('event')}{by} {detail.get('machine')} {detail.get('label')} "
-            f"{detail.get('from') or '-'} → {detail.get('to')}"
+            f"{detail.get('from') or '-'} → {detail.get('to')}{took}"
         )
     if kind in ("block", "runaway"):
         fields = ("machine", "state", "kind", "label")
         return " ".join(str(detail.get(name)) for name in fields)
     if kind == "moved":
         return str(detail.get("message"))
+    if kind == "prompt" and isinstance(detail.get("cleared"), dict):
+        was = detail["cleared"]
+        cleared = [*(["yield"] if was.get("yielded") else []), f"{was.get('blocks')} blocks"]
+        return (
+            f"yielded={detail.get('yielded')}, blocks={detail.get('blocks')} "
+            f"(cleared {' and '.join(cleared)})"
+        )
     return ", ".join(f"{k}={v}" for k, v in detail.items())
 
 
