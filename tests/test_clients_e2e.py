@@ -141,12 +141,22 @@ def test_the_model_saw_every_block(played: Played) -> None:
     # requests without tools (OpenCode's title request) never carry smllm's text
     assert not [r.number for r in p.model.requests if not r.tools and has(r.strings, "<smllm>")]
     if p.client.name == "opencode":
-        # the plugin appends its text to the first system message, on every main request:
-        # the idle list in the first run, the view of WORK from the second run's prompt on
+        # the plugin appends the session's view to the first system message of every main
+        # request, asking for it again after each smllm tool call, at its own re-prompt and at
+        # a user message: the idle list, PLAN from enter on (the re-prompt after the blocked
+        # stop too), PLAN's second visit (the write between changes nothing), WORK through
+        # yield and the second run's prompt, and idle after done
+        golden = scenario.Texts()
+        golden.plan = scenario.golden_outputs()[2].rstrip("\n")  # `session show` in PLAN
+        views = golden.for_key(p.key)
+        plan, work = views["plan"], t["resumed"]
+        plan2 = plan.replace(" · dev › PLAN · ", " · dev › PLAN (visit 2) · ", 1)
+        assert plan2 != plan
+        shown = [t["idle"], plan, plan, plan2, plan2, work, work, work, t["idle"]]
         for r in p.model.main_requests():
             first = r.body["messages"][0]
-            now = t["idle"] if r.step < 7 else t["resumed"]
-            assert first["role"] == "system" and now in first["content"], r.number
+            assert first["role"] == "system", r.number
+            assert first["content"].endswith("\n\n" + shown[r.step]), r.number
 
 
 def test_the_store_after_the_session(played: Played) -> None:
@@ -176,7 +186,7 @@ def test_the_hooks_audit(played: Played) -> None:
         "event planned PLAN → PLAN",
         "event planned PLAN → WORK",
         "event yield WORK → WORK",
-        "prompt yielded=True blocks=0",
+        "prompt cleared yielded=True blocks=0",
         "event done WORK → DONE",
     ], json.dumps(p.audit, indent=1)
 
@@ -186,6 +196,7 @@ def audit_line(a: dict[str, Any]) -> str:
         return f"bind {a['harness']} {a['hostSession']} {a['cwd']}"
     if a["kind"] == "event":
         return f"event {a['event']} {a['from'] or '-'} → {a['to']}"
-    if a["kind"] == "prompt":  # what the prompt cleared
-        return f"prompt yielded={a['yielded']} blocks={a['blocks']}"
+    if a["kind"] == "prompt":  # what the prompt cleared (after it: neither)
+        assert (a["yielded"], a["blocks"]) == (False, 0), a
+        return f"prompt cleared yielded={a['cleared']['yielded']} blocks={a['cleared']['blocks']}"
     return f"{a['kind']} {a.get('state', '')}"

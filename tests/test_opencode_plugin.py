@@ -66,6 +66,9 @@ for (const step of steps) {
     const input = { sessionID: step.sessionID, model: {} }
     done = hooks["experimental.chat.system.transform"](input, output)
       .then(() => { out.systems.push(output.system); lastSystem = output.system.join("\n") })
+  } else if (step.op === "tool") {
+    const input = { tool: step.tool, sessionID: step.sessionID, callID: "call_1", args: step.args }
+    done = hooks["tool.execute.after"](input, { title: "", output: "", metadata: {} })
   } else if (step.op === "sleep") done = new Promise((r) => setTimeout(r, step.ms))
   else if (step.op === "exec") {
     const key = (lastSystem.match(/session (sm-[a-z0-9]+)/) || [])[1]
@@ -88,9 +91,14 @@ hook = sys.argv[-1]
 data = sys.stdin.read()
 with open(os.path.join(folder, "log.jsonl"), "a") as f:
     f.write(json.dumps({{"argv": sys.argv[1:], "stdin": json.loads(data)}}) + "\\n")
+with open(os.path.join(folder, "log.jsonl")) as f:
+    calls = [json.loads(line)["argv"][-1] for line in f].count(hook)
 def read(name, default):
-    path = os.path.join(folder, hook + name)
-    return open(path).read() if os.path.exists(path) else default
+    # HOOK.NAME.N answers the hook's Nth call (from 1); HOOK.NAME the calls without their own
+    for path in (f"{{hook}}{{name}}.{{calls}}", hook + name):
+        if os.path.exists(os.path.join(folder, path)):
+            return open(os.path.join(folder, path)).read()
+    return default
 time.sleep(float(read(".sleep", "0")))
 sys.stdout.write(read(".out", "{{}}\\n"))
 sys.stderr.write(read(".err", ""))
@@ -197,14 +205,18 @@ def system(sid: str, *parts: str) -> dict[str, Any]:
     return {"op": "system", "sessionID": sid, "system": list(parts)}
 
 
-START = json.dumps(
-    {
-        "hookSpecificOutput": {
-            "hookEventName": "SessionStart",
-            "additionalContext": "<smllm>\nCTX\n</smllm>",
-        }
-    }
-)
+def tool(sid: str, name: str, **args: Any) -> dict[str, Any]:
+    """OpenCode's `tool.execute.after` for a call of tool NAME with ARGS."""
+    return {"op": "tool", "sessionID": sid, "tool": name, "args": args}
+
+
+def start_answer(text: str) -> str:
+    """The session-start hook's answer carrying TEXT."""
+    output = {"hookEventName": "SessionStart", "additionalContext": text}
+    return json.dumps({"hookSpecificOutput": output})
+
+
+START = start_answer("<smllm>\nCTX\n</smllm>")
 BLOCK = json.dumps({"decision": "block", "reason": "<smllm>\nBLOCK\n</smllm>"})
 
 
@@ -215,7 +227,8 @@ def test_the_module_shape_and_the_load_log(tmp_path: Path) -> None:
     played = play(tmp_path, [])
     assert played.result["exports"] == ["default"]  # every named export must be a function
     assert (played.result["id"], played.result["serverType"]) == ("smllm", "function")
-    assert played.result["hooks"] == ["chat.message", "event", "experimental.chat.system.transform"]
+    hooks = ["chat.message", "event", "experimental.chat.system.transform", "tool.execute.after"]
+    assert played.result["hooks"] == hooks
     bin_path = str(tmp_path / "smllm-fake")
     assert played.stderr == f"smllm: OpenCode plugin loaded ({bin_path})\n"
     text = (tmp_path / "smllm.js").read_text()
@@ -276,6 +289,7 @@ def test_subagent_sessions_are_left_alone(tmp_path: Path) -> None:
             created("child", parent="s1"),
             system("child", OPENCODE),
             chat("child", "do the subtask"),
+            tool("child", "smllm_smllm"),
             status("child", "busy"),
             *idle("child"),
         ],
@@ -284,6 +298,66 @@ def test_subagent_sessions_are_left_alone(tmp_path: Path) -> None:
     assert played.hooks == []
     assert played.result["systems"] == [[OPENCODE]]
     assert played.prompts == []
+
+
+# -- the view after a tool call, a user message, a re-prompt --------------------------------------
+
+
+def views(*texts: str) -> dict[str, str]:
+    """The fake's session-start answers: the Nth call shows TEXTS[N-1]."""
+    return {f"session-start.out.{n}": start_answer(t) for n, t in enumerate(texts, start=1)}
+
+
+def firsts(played: Played) -> list[str]:
+    """The first system message of each transformed request, OpenCode's own text cut off."""
+    return [s[0].removeprefix(f"{OPENCODE}\n\n") for s in played.result["systems"]]
+
+
+def test_an_smllm_tool_call_refreshes_the_system_text(tmp_path: Path) -> None:
+    request = system("s1", OPENCODE)
+    steps = [created("s1"), request, tool("s1", "smllm_smllm", session="sm-a"), request]
+    steps += [tool("s1", "read", filePath="PLAN.md"), tool("s1", "bash", command="ls -l"), request]
+    steps += [tool("s1", "bash", command="cd /p && smllm fire --session sm-a planned"), request]
+    steps += [tool("s1", "bash", command="/venv/bin/smllm session show sm-a"), request]
+    played = play(tmp_path, steps, views("V1", "V2", "V3", "V4"))  # read, ls: not smllm's
+    start = ("session-start", {"session_id": "s1", "cwd": "/the/project"})
+    assert played.hooks == [start, start, start, start]
+    assert firsts(played) == ["V1", "V2", "V2", "V3", "V4"]
+
+
+def test_the_next_request_waits_for_the_view_after_the_tool_call(tmp_path: Path) -> None:
+    # the plugin's tool hook returns at once (nowait: the driver doesn't wait either); the next
+    # transform, asked for while the slow session-start still runs, waits for its answer
+    steps = [created("s1"), system("s1", OPENCODE), {**tool("s1", "smllm_smllm"), "nowait": True}]
+    steps += [{"op": "sleep", "ms": 50}, system("s1", OPENCODE)]
+    played = play(tmp_path, steps, {**views("V1", "V2"), "session-start.sleep.2": "0.7"})
+    assert firsts(played) == ["V1", "V2"]
+
+
+def test_a_failed_refresh_keeps_the_text_it_had(tmp_path: Path) -> None:
+    steps = [created("s1"), tool("s1", "smllm_smllm"), system("s1", OPENCODE)]
+    busy = "error: session sm-a is busy with another call\n"
+    answers = {**views("V1", "", "V3"), "session-start.code.2": "1", "session-start.err.2": busy}
+    played = play(tmp_path, [*steps, *steps[1:]], answers)
+    assert firsts(played) == ["V1", "V3"]
+    assert f"smllm: the session-start hook failed: {busy}" in played.stderr
+
+
+def test_a_user_message_and_a_re_prompt_refresh_the_system_text(tmp_path: Path) -> None:
+    steps = [
+        created("s1"),
+        system("s1", OPENCODE),
+        chat("s1", "work on GH-1"),
+        status("s1", "busy"),
+    ]
+    # blocked: the re-prompt goes out with the view as the stop left it
+    steps += [system("s1", OPENCODE), *idle("s1"), chat("s1", "<last prompt>")]
+    answers = {**views("V1", "V2", "V3"), "stop.out": BLOCK}
+    played = play(tmp_path, [*steps, system("s1", OPENCODE)], answers)
+    hooks = ["session-start", "user-prompt-submit", "session-start", "stop", "session-start"]
+    assert [h for h, _ in played.hooks] == hooks
+    assert firsts(played) == ["V1", "V2", "V3"]
+    assert len(played.prompts) == 1
 
 
 # -- prompts -------------------------------------------------------------------------------------
@@ -493,21 +567,30 @@ def test_with_the_real_smllm(tmp_path: Path, project: Path, env: dict[str, str])
 def test_the_system_text_follows_the_session(
     tmp_path: Path, project: Path, env: dict[str, str]
 ) -> None:
-    """OpenCode sends the system messages again with every request: after a user message the
-    plugin's text is the session's view by then, not the idle list it got at session.created."""
+    """OpenCode sends the system messages again with every request: after an smllm tool call
+    (or a user message) the plugin's text is the session's view by then, not the idle list it
+    got at session.created. The exec enters the machine as the MCP tool would."""
     wrapper, enter = real_smllm(tmp_path, "GH-4")
     steps = [
         created("ses_2"),
         system("ses_2", OPENCODE),
         {"op": "exec", "argv": enter},
-        system("ses_2", OPENCODE),  # the same turn: the text it had
+        system("ses_2", OPENCODE),  # a shell the plugin didn't see: the text it had
+        tool("ses_2", "smllm_smllm", session="{KEY}", event="enter"),
+        system("ses_2", OPENCODE),  # the view after the tool call
         chat("ses_2", "go on"),
-        system("ses_2", OPENCODE),  # the next turn: the session's view now
+        system("ses_2", OPENCODE),  # the next turn: the view, asked for again
     ]
     played = play(
         tmp_path, steps, bin_path=str(wrapper), env={**env, "PLUGIN_DIRECTORY": str(project)}
     )
-    first, same, after = (s[0] for s in played.result["systems"])
-    assert " · idle\n" in first and same == first
-    assert re.search(r"<smllm>\nsession sm-[a-z0-9]+ · dev › PLAN · issue GH-4\n", after), after
-    assert "<instructions>" in after
+    first, same, after, turn = firsts(played)
+    key = re.search(r"^<smllm>\nsession (sm-[a-z0-9]+) · idle\n", first)
+    assert key is not None and same == first
+    shown = subprocess.run(
+        [sys.executable, "-m", "smllm", "session", "show", key[1]],
+        capture_output=True, text=True, env=env, cwd=project, timeout=60,
+    )  # fmt: skip
+    view = shown.stdout.rstrip("\n")
+    assert view.startswith(f"<smllm>\nsession {key[1]} · dev › PLAN · issue GH-4\n<instructions>")
+    assert after == turn == view

@@ -2,8 +2,10 @@
 // `smllm harness install opencode`. It maps OpenCode's events to smllm's hooks:
 //   session.created               -> `smllm harness hook opencode session-start`; its text is
 //                                    appended to the first system message of every request of
-//                                    that session but the title request, and asked for again
-//                                    at each user message (the session's view by then)
+//                                    that session but the title request
+//   tool.execute.after (smllm's   -> session-start again (a bound session's view by then), as
+//   MCP tool, a shell running       at each user message and at the plugin's own re-prompt: the
+//   smllm)                          next request's system text waits for that answer
 //   a user chat.message           -> user-prompt-submit (not the plugin's own re-prompt)
 //   session.idle / status idle    -> stop; a block is sent back as a prompt, so the agent goes
 //                                    on, with stop_hook_active true on the idle that follows
@@ -19,6 +21,10 @@ const SMLLM_BIN = typeof __SMLLM__ === "string" ? __SMLLM__ : "smllm"
 const HOOK_TIMEOUT_MS = 30000
 // the system prompt of OpenCode's title generator, whose request gets no smllm text
 const TITLE_PROMPT = "You are a title generator"
+// OpenCode names an MCP tool `<server>_<tool>`: the install's server `smllm`, its tool `smllm`
+const SMLLM_TOOL = "smllm_smllm"
+// a shell command that runs smllm (`smllm fire …`, a path ending in /smllm)
+const SMLLM_COMMAND = /(^|[\s/;&|('"`])smllm(\.exe)?(?=[\s'"`;&|)]|$)/
 
 function hookAnswer(hook, payload, warn) {
   return new Promise((resolve) => {
@@ -104,17 +110,25 @@ async function server(ctx) {
 
   const payload = (sessionID, more) => ({ session_id: sessionID, cwd: directory, ...more })
 
+  const ask = (sessionID) =>
+    hookAnswer("session-start", payload(sessionID, {}), warn).then((answer) => {
+      const text = answer && answer.hookSpecificOutput && answer.hookSpecificOutput.additionalContext
+      return typeof text === "string" && text ? text : null
+    })
+
   const start = (sessionID) => {
-    if (!starts.has(sessionID)) {
-      starts.set(
-        sessionID,
-        hookAnswer("session-start", payload(sessionID, {}), warn).then((answer) => {
-          const text = answer && answer.hookSpecificOutput && answer.hookSpecificOutput.additionalContext
-          return typeof text === "string" && text ? text : null
-        }),
-      )
-    }
+    if (!starts.has(sessionID)) starts.set(sessionID, ask(sessionID))
     return starts.get(sessionID)
+  }
+
+  // the session's view now, for the system text of the requests that follow: the promise is in
+  // place at once, so the next transform waits for this answer, never reading the view before
+  // it. No answer (a failure, a session busy with another call) keeps the text it had
+  const refresh = (sessionID) => {
+    const before = starts.get(sessionID) || Promise.resolve(null)
+    const now = ask(sessionID).then((text) => text || before)
+    starts.set(sessionID, now)
+    return now
   }
 
   const reprompt = async (sessionID, text) => {
@@ -123,6 +137,7 @@ async function server(ctx) {
     if (typeof send !== "function") return
     reprompts.set(sessionID, text)
     continuing.add(sessionID)
+    refresh(sessionID) // the re-prompt's request shows the view as the stop left it
     try {
       const result = await send.call(client.session, {
         path: { id: sessionID },
@@ -194,13 +209,20 @@ async function server(ctx) {
     const known = starts.has(sessionID)
     if (!known) await start(sessionID) // a session OpenCode had before the plugin loaded binds now
     await hookAnswer("user-prompt-submit", payload(sessionID, { prompt: text }), warn)
-    if (known) {
-      // the system text goes out again with every request, unlike a client's session-start
-      // context, which stays behind in the history: the session's view is asked for afresh at
-      // each user message, so the agent never reads a stale "idle" while it works in a state
-      starts.delete(sessionID)
-      await start(sessionID)
-    }
+    // the system text goes out again with every request, unlike a client's session-start
+    // context, which stays behind in the history: the view is asked for afresh (the user may
+    // have fired events in a shell since), so the agent never reads a stale one
+    if (known) await refresh(sessionID)
+  }
+
+  const toolAfter = async (input) => {
+    const sessionID = input && input.sessionID
+    if (typeof sessionID !== "string" || children.has(sessionID)) return
+    const args = (input && input.args) || {}
+    const shell = input.tool === "bash" && typeof args.command === "string"
+    if (input.tool !== SMLLM_TOOL && !(shell && SMLLM_COMMAND.test(args.command))) return
+    // not awaited: the tool's result needn't wait, the next request's transform does
+    refresh(sessionID)
   }
 
   const systemTransform = async (input, output) => {
@@ -218,6 +240,7 @@ async function server(ctx) {
     event,
     "chat.message": chatMessage,
     "experimental.chat.system.transform": systemTransform,
+    "tool.execute.after": toolAfter,
   }
 }
 

@@ -5,7 +5,9 @@ smllm owns only what it writes: the `smllm` server entry, hook handlers whose co
 Everything else is kept: other keys in their order, the user's own handlers and keys (such as
 `matcher`) in the same group, other array items. Files are written with two-space indents and a
 final newline, with CRLF endings when the file had them. Edits work on a copy; the caller
-compares it with what was read and writes only a change.
+compares it with what was read and writes only a change. A file whose client reads comments
+(OpenCode's config) may have them, and trailing commas: such a file is edited in its text
+(jsonc.py), so that they stay.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import os
 import shlex
 from typing import Any
 
+from . import jsonc
+
 __all__ = [
     "Broken",
     "drop_entry",
     "drop_hooks",
     "drop_value",
     "dump_json",
+    "edit_json",
     "entry_state",
     "hooks_state",
     "is_own_command",
@@ -43,14 +48,31 @@ class Broken(Exception):
     """A file that doesn't parse, or whose shape smllm can't merge into; the message says why."""
 
 
-def parse_json(text: str | None) -> dict[str, Any]:
-    """The object a JSON file holds ({} for an absent or blank file)."""
+def _plain(text: str | None) -> bool:
+    """Whether `text` is plain JSON (or absent or blank)."""
+    if text is None or not text.strip():
+        return True
+    try:
+        json.loads(text.removeprefix("\ufeff"))
+    except ValueError:
+        return False
+    return True
+
+
+def parse_json(text: str | None, comments: bool = False) -> dict[str, Any]:
+    """The object a JSON file holds ({} for an absent or blank file); with `comments`, a file
+    with comments and trailing commas (JSONC) is read too."""
     if text is None or not text.strip():
         return {}
     try:
         data = json.loads(text.removeprefix("\ufeff"))
     except ValueError as exc:
-        raise Broken(f"not JSON: {exc}") from None
+        if not comments:
+            raise Broken(f"not JSON: {exc}") from None
+        try:
+            data = jsonc.loads(text)
+        except jsonc.JsoncError as jsonc_exc:
+            raise Broken(f"not JSON, even with comments: {jsonc_exc}") from None
     if not isinstance(data, dict):
         raise Broken("must hold a JSON object")
     return data
@@ -60,6 +82,18 @@ def dump_json(doc: dict[str, Any], like: str | None) -> str:
     """`doc` as smllm writes JSON: two-space indents, a final newline, `like`'s line endings."""
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
     return text.replace("\n", "\r\n") if like and "\r\n" in like else text
+
+
+def edit_json(text: str | None, old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """The text of a JSON file that held `text` (whose value is `old`) once it holds `new`;
+    None to remove the file. Plain JSON is written as `dump_json` writes it; JSONC is edited
+    where it differs, keeping its comments, commas and layout (a file left empty but for
+    comments stays)."""
+    if _plain(text):
+        return None if new == {} else dump_json(new, text)
+    assert text is not None
+    edited = jsonc.patch(text, old, new)
+    return None if new == {} and not jsonc.has_comments(edited) else edited
 
 
 def _table(doc: dict[str, Any], path: tuple[str, ...], make: bool) -> dict[str, Any] | None:

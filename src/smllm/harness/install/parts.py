@@ -22,6 +22,7 @@ from ...errors import SmllmError
 from ...jsontext import dumps
 from ...machine.configs.config import HARNESS_PARTS
 from ..hook import HOOKS
+from .jsonc import opencode_config_path
 from .jsonfile import (
     Broken,
     drop_entry,
@@ -315,7 +316,7 @@ def _paths(where: Where, harness: str) -> dict[str, str]:
         codex = j(base, ".codex")
         copilot = {"instructions": agents, "mcp": j(base, ".mcp.json")}
         copilot["hooks"] = j(base, ".github", "hooks", "smllm.json")
-        opencode = {"instructions": agents, "mcp": j(base, "opencode.json")}
+        opencode = {"instructions": agents, "mcp": opencode_config_path(base)}
         opencode["plugin"] = j(base, ".opencode", "plugins", "smllm.js")
         claude_mcp = j(base, ".mcp.json")
         claude_md = claude_target(base)
@@ -331,7 +332,7 @@ def _paths(where: Where, harness: str) -> dict[str, str]:
         oc = j(env.get("XDG_CONFIG_HOME") or j(home, ".config"), "opencode")
         opencode = {
             "instructions": j(oc, "AGENTS.md"),
-            "mcp": j(oc, "opencode.json"),
+            "mcp": opencode_config_path(oc),
             "plugin": j(oc, "plugins", "smllm.js"),
         }
         claude_mcp = j(home, ".claude.json")

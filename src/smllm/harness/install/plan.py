@@ -15,7 +15,8 @@ import copy
 from typing import Any, NamedTuple
 
 from .external import user_mcp_state
-from .jsonfile import Broken, dump_json, parse_json
+from .jsonc import reads_comments
+from .jsonfile import Broken, edit_json, parse_json
 from .parts import Part
 from .tomlfile import dump_toml, parse_toml
 from .writing import read_text
@@ -41,17 +42,18 @@ class Plan(NamedTuple):
     edited: list[Row]  # edited parts install leaves alone (the install is refused)
 
 
-def _parse(kind: str, text: str | None) -> Any:
+def _parse(kind: str, text: str | None, path: str) -> Any:
     if kind == "json":
-        return parse_json(text)
+        # OpenCode reads comments and trailing commas in its config: so does smllm there
+        return parse_json(text, comments=reads_comments(path))
     if kind == "toml":
         return parse_toml(text)
     return text
 
 
-def _dump(kind: str, doc: Any, like: str | None) -> str | None:
+def _dump(kind: str, doc: Any, like: str | None, old: Any) -> str | None:
     if kind == "json":
-        return None if doc == {} else dump_json(doc, like)
+        return edit_json(like, old, doc)  # JSONC (only read where allowed) is edited in place
     if kind == "toml":
         text = dump_toml(doc, like)
         return None if not text.strip("\ufeff \t\r\n") else text
@@ -98,7 +100,7 @@ def make_plan(parts: list[Part], declined: set[str], force: bool, install: bool)
                 states[group[0].name] = user_mcp_state(path, group[0].want)
                 continue
             text = read_text(path)
-            old = _parse(kind, text)
+            old = _parse(kind, text, path)
             for part in group:
                 states[part.name] = part.state(old)
         except Broken as exc:
@@ -108,7 +110,7 @@ def make_plan(parts: list[Part], declined: set[str], force: bool, install: bool)
             continue
         if not install:
             continue
-        new = copy.deepcopy(old) if kind == "json" else _parse(kind, text)
+        new = copy.deepcopy(old) if kind == "json" else _parse(kind, text, path)
         for part in group:
             state = states[part.name]
             if part.name in declined:
@@ -116,7 +118,7 @@ def make_plan(parts: list[Part], declined: set[str], force: bool, install: bool)
                     new = part.drop(new)
             elif state in ("missing", "stale") or (state == "edited" and force):
                 new = part.put(new)
-        new_text = _dump(kind, new, text)
+        new_text = _dump(kind, new, text, old)
         if _changed(kind, old, new, text, new_text) and (text is not None or new_text):
             writes[path] = (new_text, _empty(kind))
     for part in parts:
