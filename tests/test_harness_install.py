@@ -129,7 +129,9 @@ def test_install_writes_the_golden_files_then_nothing(
     assert text == golden.read_text()
     calls = claude_log(claude_env)
     if (name, scope) == ("claude", "user"):  # the server went through `claude mcp add-json`
-        entry = json.dumps({"type": "stdio", "command": ABS, "args": ["mcp"]}).replace(", ", ",")
+        entry = json.dumps(
+            {"type": "stdio", "command": ABS, "args": ["mcp"], "timeout": 900000}
+        ).replace(", ", ",")
         assert calls == [["mcp", "add-json", "--scope", "user", "smllm", entry.replace(": ", ":")]]
     else:
         assert calls == []
@@ -199,11 +201,11 @@ def test_codex_toml_keeps_comments_and_other_tables(project: Path, env: dict[str
     assert harness(project, env, "install", "codex").code == 0
     added = (
         f'\n[mcp_servers.smllm]\ncommand = "{BARE}"\nargs = ["mcp"]\nenv_vars = {FORWARDED}\n'
-        "tool_timeout_sec = 600\n"
+        "tool_timeout_sec = 900\n"
         'default_tools_approval_mode = "approve"\n'
     )
     assert config.read_text() == original + added
-    config.write_text(original + added.replace("600", "60") + "# after\n")
+    config.write_text(original + added.replace('"approve"', '"prompt"') + "# after\n")
     refused = harness(project, env, "install", "codex")
     assert refused.code == 1 and parts(refused)["mcp"] == "edited, left alone"
     assert harness(project, env, "install", "codex", "--force").code == 0
@@ -445,7 +447,7 @@ def test_claude_user_scope_mcp(project: Path, claude_env: dict[str, str]) -> Non
     assert refused.code == 1 and "mcp: edited, left alone (~/.claude.json)" in refused.out
     assert claude_log(claude_env) == [] and not (home / ".claude").exists()
     assert harness(project, claude_env, "install", "claude", "--scope", "user", "--force").code == 0
-    entry = {"type": "stdio", "command": ABS, "args": ["mcp"]}
+    entry = {"type": "stdio", "command": ABS, "args": ["mcp"], "timeout": 900000}
     assert claude_log(claude_env) == [
         ["mcp", "remove", "--scope", "user", "smllm"],
         ["mcp", "add-json", "--scope", "user", "smllm", json.dumps(entry, separators=(",", ":"))],

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, Ran
+from conftest import ROOT, Ran, write_machine
 
 NAMES = ("claude", "codex", "copilot", "opencode", "agents")
 OLD = "/home/ann/.venvs/x y/bin/smllm"  # where an older install found smllm
@@ -128,7 +128,7 @@ def test_a_hand_edit_beside_a_path_is_still_edited(project: Path, env: dict[str,
     config.write_text(
         config.read_text()
         .replace('command = "smllm"', 'command = "/x/bin/smllm"')
-        .replace("tool_timeout_sec = 600", "tool_timeout_sec = 60")
+        .replace('"approve"', '"prompt"')
     )
     assert states(run(None, ["harness", "status", "codex", "--json"], project, env))["mcp"] == (
         "edited"
@@ -172,3 +172,48 @@ def test_user_scope_keeps_the_absolute_path(
         run(other, ["harness", "status", name, "--scope", "user", "--json"], project, env)
     )
     assert set(status.values()) <= {"current", "declined"}
+
+
+LONG = """\
+id: long
+description: A guard that may run for an hour.
+initial: A
+meta:
+  smllm: 1
+  events:
+    done: { description: Fire after the suite passes. }
+states:
+  A:
+    meta: { entryPoint: true }
+    entry: { type: prompt, params: { text: Run the suite. } }
+    on:
+      done:
+        - { target: B, guard: { type: command, params: { run: "true", timeoutSecs: 3600 } } }
+        - { target: A, reenter: true }
+  B:
+    type: final
+"""
+
+
+def test_each_clients_tool_timeout_covers_the_longest_guard(
+    project: Path, env: dict[str, str]
+) -> None:
+    for name in ("claude", "codex", "copilot", "opencode"):
+        assert states(run(None, ["harness", "install", name, "--json"], project, env))
+    mcp = json.loads((project / ".mcp.json").read_text())["mcpServers"]["smllm"]
+    assert mcp["timeout"] == 900_000  # 15 minutes when every command keeps the 60 s default
+    assert "tool_timeout_sec = 900\n" in (project / ".codex" / "config.toml").read_text()
+    write_machine(project, "long", LONG)
+    for name in ("claude", "codex", "copilot", "opencode"):
+        status = states(run(None, ["harness", "status", name, "--json"], project, env))
+        assert status["mcp"] == "stale", (name, status)  # smllm's value, not an edit
+    for name in ("claude", "codex", "copilot", "opencode"):
+        fixed = states(run(None, ["harness", "install", name, "--json"], project, env))
+        assert fixed["mcp"] in ("written", "current"), (name, fixed)  # .mcp.json is shared
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["smllm"]["timeout"] == (
+        3_660_000
+    )
+    assert "tool_timeout_sec = 3660\n" in (project / ".codex" / "config.toml").read_text()
+    assert json.loads((project / "opencode.json").read_text())["mcp"]["smllm"]["timeout"] == (
+        3_660_000
+    )

@@ -23,7 +23,7 @@ from .declined import config_path, declined, with_declined
 from .external import ClaudeFailed, run_claude, user_mcp_state
 from .jsonfile import Broken
 from .notes import notes_for, this_smllm
-from .parts import HARNESSES, Part, Where, parts_of
+from .parts import HARNESSES, Part, Where, parts_of, tool_timeout
 from .plan import Plan, Row, make_plan
 from .writing import read_text, remove_file, write_text
 
@@ -65,8 +65,41 @@ def _where(scope: str) -> Where:
     """A project's files run `smllm` from the client's PATH (the same bytes on every
     teammate's machine); the user's run this smllm by its absolute path."""
     cwd = os.getcwd()
+    root = project_root(cwd)
     smllm = "smllm" if scope == "project" else smllm_executable()
-    return Where(scope, project_root(cwd), os.path.expanduser("~"), smllm, os.environ)
+    limit = tool_timeout(_longest_command(scope, root))
+    return Where(scope, root, os.path.expanduser("~"), smllm, os.environ, limit)
+
+
+def _longest_command(scope: str, root: str) -> float:
+    """The longest timeout of a guard or action command of the machines the scope's configs
+    list (the project's and the user's, or the user's alone): 60 s, the default, when none."""
+    from ...machine.configs.cache import load_cached
+    from ...machine.configs.config import find_configs, user_config_path
+    from ...machine.model import DEFAULT_TIMEOUT_SECS, Command
+
+    if scope == "project":
+        configs = find_configs(root, None)
+    else:
+        user = user_config_path()
+        configs = (os.path.realpath(user),) if os.path.isfile(user) else ()
+    if not configs:
+        return DEFAULT_TIMEOUT_SECS
+    try:
+        machines = load_cached(configs).machines.values()
+    except Exception:  # a store or cache that can't be read: the default limit still holds
+        return DEFAULT_TIMEOUT_SECS
+    longest: float = DEFAULT_TIMEOUT_SECS
+    stack: list[object] = list(machines)
+    while stack:  # a machine is records (tuples) and dicts all the way down
+        item = stack.pop()
+        if isinstance(item, Command):
+            longest = max(longest, item.timeout)
+        elif isinstance(item, tuple | list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return longest
 
 
 def _check_name(name: str | None, scope: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from . import jsonc
 
 __all__ = [
+    "DERIVED",
     "Broken",
     "drop_entry",
     "drop_hooks",
@@ -149,11 +150,20 @@ def same_but_path(have: Any, want: Any) -> bool:
     return bool(_bare(have) == _bare(want))
 
 
-def state_of(have: Any, want: Any) -> str:
+#: the keys of an MCP server entry whose value smllm derives (the client's tool timeout, from
+#: the machines' longest command): another value there is `stale`, not an edit
+DERIVED = ("timeout", "tool_timeout_sec")
+
+
+def state_of(have: Any, want: Any, derived: tuple[str, ...] = ()) -> str:
     """`current` when smllm's entry is what this smllm writes, `stale` when it differs only in
-    the path to smllm (install rewrites it without --force), else `edited`."""
+    the path to smllm or in a `derived` key's value (install rewrites it without --force, as
+    another machine's install or an older smllm wrote it), else `edited`."""
     if have == want:
         return "current"
+    if derived and isinstance(have, dict) and isinstance(want, dict):
+        have = {k: v for k, v in have.items() if k not in derived}
+        want = {k: v for k, v in want.items() if k not in derived}
     return "stale" if same_but_path(have, want) else "edited"
 
 
@@ -161,7 +171,7 @@ def entry_state(doc: dict[str, Any], path: tuple[str, ...], key: str, want: Any)
     table = _table(doc, path, False)
     if table is None or key not in table:
         return "missing"
-    return state_of(table[key], want)
+    return state_of(table[key], want, DERIVED)
 
 
 def put_entry(doc: dict[str, Any], path: tuple[str, ...], key: str, want: Any) -> None:

@@ -12,6 +12,7 @@ command is a path plus arguments (no shell operators, cli-and-harnesses.md §6a;
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import shlex
@@ -53,6 +54,7 @@ __all__ = [
     "parts_of",
     "plugin_text",
     "skill_text",
+    "tool_timeout",
 ]
 
 #: the harnesses in the order of the spec's table; their parts come from the config schema
@@ -86,6 +88,8 @@ class Where(NamedTuple):
     home: str
     smllm: str  # how the files run smllm: `smllm` (project scope) or its absolute path
     env: Mapping[str, str]
+    #: the clients' MCP tool-call limit in seconds (tool_timeout)
+    tool_timeout: int = 900
 
 
 class Part(NamedTuple):
@@ -109,9 +113,24 @@ def _powershell(where: Where, *args: str) -> str:
     return " ".join(["&", "'" + where.smllm.replace("'", "''") + "'", *args])
 
 
+def tool_timeout(longest_command_s: float) -> int:
+    """The MCP tool-call limit install writes for each client, in seconds: a guard of the
+    longest command the machines allow, with a minute to spare, and never under 900 s (15
+    minutes: a test suite as a guard). The clients' own limits, measured (issue 20): OpenCode
+    60 s, Copilot CLI 180 s, Codex 300 s, Claude Code a 30-minute idle watchdog; each reads one
+    per-server setting, in a project's file too."""
+    return max(900, math.ceil(longest_command_s) + 60)
+
+
 def mcp_entry(where: Where) -> dict[str, Any]:
-    """`mcpServers.smllm` of `.mcp.json`, Copilot's user file and Claude's user scope."""
-    return {"type": "stdio", "command": where.smllm, "args": ["mcp"]}
+    """`mcpServers.smllm` of `.mcp.json` (Claude Code and Copilot CLI read it), Copilot's user
+    file and Claude's user scope: `timeout` is both clients' tool-call limit, in ms."""
+    return {
+        "type": "stdio",
+        "command": where.smllm,
+        "args": ["mcp"],
+        "timeout": where.tool_timeout * 1000,
+    }
 
 
 def claude_hooks(where: Where, harness: str) -> dict[str, dict[str, Any]]:
@@ -278,7 +297,7 @@ def _part(where: Where, harness: str, name: str, path: str) -> Part:
             "command": where.smllm,
             "args": ["mcp"],
             "env_vars": list(CODEX_FORWARDED),
-            "tool_timeout_sec": 600,
+            "tool_timeout_sec": where.tool_timeout,
             "default_tools_approval_mode": "approve",
         }
         at: tuple[str, ...] = ("mcp_servers",)
@@ -291,7 +310,13 @@ def _part(where: Where, harness: str, name: str, path: str) -> Part:
             _then(lambda doc: table_drop(doc, at, "smllm")),
         )
     if harness == "opencode":
-        want, at = {"type": "local", "command": [where.smllm, "mcp"], "enabled": True}, ("mcp",)
+        want = {
+            "type": "local",
+            "command": [where.smllm, "mcp"],
+            "enabled": True,
+            "timeout": where.tool_timeout * 1000,  # ms; OpenCode's default is 60 s
+        }
+        at = ("mcp",)
     else:
         want, at = mcp_entry(where), ("mcpServers",)
     kind = "external" if harness == "claude" and where.scope == "user" else "json"

@@ -11,7 +11,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.toml_document import TOMLDocument
 
-from .jsonfile import Broken, state_of
+from .jsonfile import DERIVED, Broken, state_of
 
 __all__ = [
     "dump_toml",
@@ -56,7 +56,7 @@ def table_state(doc: TOMLDocument, path: tuple[str, ...], key: str, want: dict[s
         return "missing"
     value = parent[key]
     plain = value.unwrap() if hasattr(value, "unwrap") else value
-    return state_of(plain, want)
+    return state_of(plain, want, DERIVED)
 
 
 def table_put(doc: TOMLDocument, path: tuple[str, ...], key: str, want: dict[str, Any]) -> None:
