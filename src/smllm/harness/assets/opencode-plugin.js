@@ -10,8 +10,9 @@
 //   session.idle / status idle    -> stop; a block is sent back as a prompt, so the agent goes
 //                                    on, with stop_hook_active true on the idle that follows
 //                                    that re-prompt when no user message came between
-// Sessions with a parentID (subagents) are left alone. Idle events are deduplicated, and no
-// stop runs after an abort or an error. No dependencies: a plugin that fails to load is
+// Sessions with a parentID (subagents) are left alone, but a session's stop waits until the
+// subagents it started are idle. Idle events are deduplicated, and no stop runs after an abort
+// or an error. No dependencies: a plugin that fails to load is
 // dropped without a word, so it logs once when it loads.
 import { spawn } from "node:child_process"
 
@@ -102,6 +103,9 @@ async function server(ctx) {
 
   // per OpenCode session id
   const children = new Set() // subagent sessions: left alone
+  const parents = new Map() // subagent session -> its parent session
+  const running = new Set() // subagent sessions whose turn runs now
+  const waiting = new Set() // sessions whose idle came while a subagent of theirs ran
   const starts = new Map() // the session-start text, as a promise of string or null
   const busy = new Map() // true while a turn runs: an idle counts only after busy
   const failed = new Set() // the turn ended in an abort or an error: no stop
@@ -150,8 +154,33 @@ async function server(ctx) {
     }
   }
 
+  // OpenCode reports a session idle while subagents it started still run: its stop waits for
+  // the last of them, so the agent isn't re-prompted in the middle of its own work
+  const subagentsRun = (sessionID) => {
+    for (const child of running) if (parents.get(child) === sessionID) return true
+    return false
+  }
+
+  const childStatus = async (childID, status) => {
+    if (status === "busy" || status === "retry") {
+      running.add(childID)
+      return
+    }
+    if (status !== "idle") return
+    running.delete(childID)
+    const parentID = parents.get(childID)
+    if (parentID && waiting.has(parentID) && !subagentsRun(parentID)) {
+      waiting.delete(parentID)
+      await idle(parentID)
+    }
+  }
+
   const idle = async (sessionID) => {
     if (busy.get(sessionID) !== true) return // a repeated idle, or one with no turn before it
+    if (subagentsRun(sessionID)) {
+      waiting.add(sessionID) // decided when its last subagent goes idle
+      return
+    }
     busy.set(sessionID, false)
     if (failed.has(sessionID)) {
       failed.delete(sessionID)
@@ -173,13 +202,19 @@ async function server(ctx) {
       if (typeof sessionID !== "string") return
       if (info.parentID) {
         children.add(sessionID)
+        parents.set(sessionID, info.parentID)
         return
       }
       await start(sessionID)
       return
     }
     const sessionID = props.sessionID || (props.info && props.info.sessionID)
-    if (typeof sessionID !== "string" || children.has(sessionID)) return
+    if (typeof sessionID !== "string") return
+    if (children.has(sessionID)) {
+      if (event.type === "session.status") await childStatus(sessionID, props.status && props.status.type)
+      else if (event.type === "session.idle") await childStatus(sessionID, "idle")
+      return
+    }
     if (event.type === "session.status") {
       const status = props.status && props.status.type
       if (status === "busy" || status === "retry") busy.set(sessionID, true)
