@@ -6,13 +6,20 @@ completion calls it. zsh: an interactive `zsh -f` under `zpty`, with compinit an
 on its fpath, a Tab typed after the line, and compadd wrapped to print the matches it keeps
 (zsh's own matching against the word typed). fish: `complete -C LINE`. A missing shell fails
 the test, naming the package (scripts/test installs them).
+
+The lines here need nothing but the script (issue 20 §8: values the parser knows are written
+into it); the `smllm` the scripts would run for a value only smllm knows is one that logs its
+calls, and none is made. tests/test_completions_values.py asks for those values in a project.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import require_tool, smllm
 
 COMMANDS = [
@@ -34,8 +41,14 @@ COMMANDS = [
     "validate",
 ]
 
+NAMES = ["agents", "claude", "codex", "copilot", "opencode"]
+PARTS = ["hooks", "instructions", "mcp", "permissions", "plugin", "statusline"]
+SCOPES = ["project", "user"]
+INSTALL_OPTIONS = ["--config", "--force", "--help", "--json", "--scope", "--with", "--without"]
+
 #: line → the completions, sorted; options after a command that is complete are offered when
-#: the word is empty too (bash, zsh), fish offers them only once the word starts with `-`
+#: the word is empty too (bash, zsh), fish offers them only once the word starts with `-`. A
+#: value after `=` is offered alone by bash and zsh, as the whole word by fish (`expected`).
 EXPECTED: dict[str, list[str]] = {
     "smllm ": [*COMMANDS, "--config", "--help", "--version"],
     "smllm s": ["session", "smi", "statusline", "store"],
@@ -43,16 +56,10 @@ EXPECTED: dict[str, list[str]] = {
     "smllm i": ["info", "init", "instance"],
     "smllm --": ["--config", "--help", "--version"],
     "smllm --config x.toml va": ["validate"],
-    "smllm harness ": ["hook", "install", "status", "uninstall", "--config", "--help"],
-    "smllm harness install ": [
-        "--config",
-        "--force",
-        "--help",
-        "--json",
-        "--scope",
-        "--with",
-        "--without",
-    ],
+    "smllm _": [],
+    # `hook` (run by the clients) and `__complete` (by these scripts) are hidden from --help
+    "smllm harness ": ["install", "status", "uninstall", "--config", "--help"],
+    "smllm harness install --": INSTALL_OPTIONS,
     "smllm harness install --w": ["--with", "--without"],
     "smllm harness install claude --s": ["--scope"],
     "smllm harness status --": ["--config", "--help", "--json", "--scope"],
@@ -68,7 +75,6 @@ EXPECTED: dict[str, list[str]] = {
         "--session",
     ],
     "smllm session ": ["list", "new", "show", "--config", "--help"],
-    "smllm session show ": ["--audit", "--config", "--help", "--json"],
     "smllm session show --": ["--audit", "--config", "--help", "--json"],
     "smllm session show --a": ["--audit"],
     "smllm session new --": ["--config", "--help", "--json"],
@@ -83,7 +89,7 @@ EXPECTED: dict[str, list[str]] = {
     "smllm statusline --": ["--color", "--config", "--help", "--json", "--session"],
     "smllm validate --": ["--config", "--help", "--info", "--json", "--warnings"],
     "smllm validate --w": ["--warnings"],
-    "smllm completions ": ["--config", "--help"],
+    "smllm completions --": ["--config", "--help"],
     "smllm demo --": ["--config", "--help", "--keep"],
     "smllm compile --": ["--config", "--help", "--output"],
     "smllm init --": ["--config", "--help", "--json", "--user"],
@@ -91,13 +97,64 @@ EXPECTED: dict[str, list[str]] = {
     "smllm store ": ["migrate", "--config", "--help"],
     "smllm store migrate --": ["--config", "--help", "--json", "--keep", "--namespace"],
     "smllm session show sm-abcdef ": ["--audit", "--config", "--help", "--json"],
+    # positional values: the shells, the harness names
+    "smllm completions ": ["bash", "fish", "zsh"],
+    "smllm completions z": ["zsh"],
+    "smllm --config x.toml completions b": ["bash"],
+    "smllm completions fish ": ["--config", "--help"],
+    "smllm harness install ": NAMES,
+    "smllm harness install c": ["claude", "codex", "copilot"],
+    "smllm harness status ": NAMES,
+    "smllm harness uninstall o": ["opencode"],
+    "smllm harness install --scope user ": NAMES,
+    "smllm harness install claude ": INSTALL_OPTIONS,
+    # option values: each option's choices, nothing else after an option that takes a value
+    "smllm harness install --scope ": SCOPES,
+    "smllm harness status --scope u": ["user"],
+    "smllm harness uninstall codex --scope ": SCOPES,
+    "smllm harness install --scope=": SCOPES,
+    "smllm harness install --json --scope=p": ["project"],
+    "smllm statusline --color ": ["always", "auto", "never"],
+    "smllm statusline --json --color a": ["always", "auto"],
+    "smllm statusline --color=n": ["never"],
+    "smllm instance list --status ": ["active", "completed", "interrupted", "paused"],
+    "smllm instance list --status paused --status c": ["completed"],
+    "smllm smi parse --side ": ["any", "model", "runtime"],
+    "smllm smi parse tok.json --side r": ["runtime"],
+    "smllm --config ": [],
+    "smllm fire --params ": [],
+    "smllm compile -o out.json ": ["--config", "--help", "--output"],
+    # a harness's parts: those of the harness named on the line, all of them before one is
+    "smllm harness install --without ": PARTS,
+    "smllm harness install claude --without ": [
+        "hooks",
+        "instructions",
+        "mcp",
+        "permissions",
+        "statusline",
+    ],
+    "smllm harness install codex --with ": ["hooks", "instructions", "mcp"],
+    "smllm harness install --without mcp opencode --with ": ["instructions", "mcp", "plugin"],
+    "smllm harness install agents --without=": ["instructions"],
+    "smllm harness install copilot --scope user --without h": ["hooks"],
+    # a value that smllm alone knows isn't asked for here (no --session, no stateMachine=)
+    "smllm fire --param ": [],
+    "smllm fire --param size=": [],
 }
+
+
+def fish_form(line: str, words: list[str]) -> list[str]:
+    """fish offers a value typed after `=` as the whole word: `--scope=user`."""
+    last = line.split(" ")[-1]
+    return [last[: last.rindex("=") + 1] + w for w in words] if "=" in last else words
 
 
 def expected(line: str, shell: str) -> list[str]:
     want = sorted(EXPECTED[line])
-    if shell == "fish" and line.endswith(" "):
-        want = [w for w in want if not w.startswith("-")]
+    if shell == "fish":
+        if line.endswith(" "):
+            want = [w for w in want if not w.startswith("-")]
+        want = fish_form(line, want)
     return want
 
 
@@ -109,12 +166,36 @@ def script(shell: str, folder: Path, env: dict[str, str]) -> Path:
     return path
 
 
-def bash_completions(path: Path, lines: list[str]) -> list[list[str]]:
-    """Each line's COMPREPLY, from `_smllm` called as `complete -F` calls it."""
+def logged_smllm(folder: Path, env: dict[str, str]) -> tuple[dict[str, str], Path]:
+    """ENV with a `smllm` first on PATH that runs this smllm and logs each call's arguments
+    (one line each) to the returned file: what the scripts ask of smllm at a TAB."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    log = folder / "calls.log"
+    log.write_text("")
+    command = bin_dir / "smllm"
+    command.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{sys.executable}" -m smllm "$@"\n')
+    command.chmod(0o755)
+    return {**env, "PATH": f"{bin_dir}:{env.get('PATH', '')}"}, log
+
+
+def bash_words(line: str) -> list[str]:
+    """COMP_WORDS as bash makes them of LINE: split at spaces, and at `=`, a word of its own
+    (COMP_WORDBREAKS: `--scope=us` is --scope, =, us; `--scope=` is --scope, =)."""
+    words = []
+    for word in line.split(" "):
+        words += [piece for piece in re.split("(=)", word) if piece] or [""]
+    return words
+
+
+def bash_completions(
+    path: Path, lines: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> list[list[str]]:
+    """Each line's COMPREPLY in its order, from `_smllm` called as `complete -F` calls it."""
     bash = require_tool("bash", "apt-get install bash")
     code = [f"source {path}"]
     for line in lines:
-        words = " ".join(f"'{w}'" for w in line.split(" "))
+        words = " ".join(f"'{w}'" for w in bash_words(line))
         code += [
             f"COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))",
             f"COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; COMPREPLY=()",
@@ -124,10 +205,12 @@ def bash_completions(path: Path, lines: list[str]) -> list[list[str]]:
         [bash, "--norc", "--noprofile", "-c", "\n".join(code)],
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=30 + 2 * len(lines),
+        cwd=cwd,
+        env=env,
     )
     assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
-    return [sorted(w for w in block.split("\n") if w) for block in ran.stdout.split("<end>\n")[:-1]]
+    return [[w for w in block.split("\n") if w] for block in ran.stdout.split("<end>\n")[:-1]]
 
 
 #: for each line: a Tab after it in a new interactive zsh under zpty; compadd wrapped so that
@@ -153,54 +236,70 @@ done
 """
 
 
-def zsh_completions(path: Path, lines: list[str]) -> list[list[str]]:
+def zsh_completions(
+    path: Path, lines: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> list[list[str]]:
+    """Each line's matches, in the order compadd was given them."""
     zsh = require_tool("zsh", "apt-get install zsh")
     ran = subprocess.run(
         [zsh, "-f", "-c", ZSH, "zsh", str(path.parent), *lines],
         capture_output=True,
         text=True,
-        timeout=20 + 2 * len(lines),
+        timeout=20 + 3 * len(lines),
+        cwd=cwd,
+        env=env,
     )
     assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
     blocks = ran.stdout.split("<end>\n")
     assert blocks[-1] == "" and len(blocks) == len(lines) + 1, ran.stdout
-    return [sorted(w for w in block.replace("\r", "").split("\n") if w) for block in blocks[:-1]]
+    return [[w for w in block.replace("\r", "").split("\n") if w] for block in blocks[:-1]]
 
 
-def fish_completions(path: Path, lines: list[str]) -> list[list[str]]:
+def fish_completions(
+    path: Path, lines: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> list[list[str]]:
+    """Each line's completions in the order fish gives them."""
     fish = require_tool("fish", "apt-get install fish")
     code = [f"source {path}"]
     for line in lines:
         code.append(f"complete -C '{line}'; echo '<end>'")
     ran = subprocess.run(
-        [fish, "--no-config", "-c", "\n".join(code)], capture_output=True, text=True, timeout=30
+        [fish, "--no-config", "-c", "\n".join(code)],
+        capture_output=True,
+        text=True,
+        timeout=30 + 2 * len(lines),
+        cwd=cwd,
+        env=env,
     )
     assert (ran.returncode, ran.stderr) == (0, ""), ran.stderr
     blocks = ran.stdout.split("<end>\n")[:-1]
-    return [sorted(w.split("\t")[0] for w in block.split("\n") if w) for block in blocks]
+    return [[w.split("\t")[0] for w in block.split("\n") if w] for block in blocks]
+
+
+DRIVERS = {"bash": bash_completions, "zsh": zsh_completions, "fish": fish_completions}
+
+
+def completions_of(
+    shell: str, path: Path, lines: list[str], cwd: Path, env: dict[str, str]
+) -> dict[str, list[str]]:
+    """line → what SHELL offers at its end, in the order offered."""
+    return dict(zip(lines, DRIVERS[shell](path, lines, cwd, env), strict=True))
 
 
 LINES = list(EXPECTED)
 
 
-def test_bash(tmp_path: Path, env: dict[str, str]) -> None:
-    path = script("bash", tmp_path, env)
-    assert subprocess.run(["bash", "-n", str(path)]).returncode == 0
-    got = dict(zip(LINES, bash_completions(path, LINES), strict=True))
-    assert got == {line: expected(line, "bash") for line in LINES}
-
-
-def test_zsh(tmp_path: Path, env: dict[str, str]) -> None:
-    path = script("zsh", tmp_path, env)
-    assert subprocess.run(["zsh", "-n", str(path)]).returncode == 0
-    got = dict(zip(LINES, zsh_completions(path, LINES), strict=True))
-    assert got == {line: expected(line, "zsh") for line in LINES}
-
-
-def test_fish(tmp_path: Path, env: dict[str, str]) -> None:
-    path = script("fish", tmp_path, env)
-    got = dict(zip(LINES, fish_completions(path, LINES), strict=True))
-    assert got == {line: expected(line, "fish") for line in LINES}
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_static_words(shell: str, tmp_path: Path, env: dict[str, str]) -> None:
+    path = script(shell, tmp_path, env)
+    if shell != "fish":
+        assert subprocess.run([shell, "-n", str(path)]).returncode == 0
+    logged, log = logged_smllm(tmp_path, env)
+    got = completions_of(shell, path, LINES, tmp_path, logged)
+    assert {line: sorted(words) for line, words in got.items()} == {
+        line: expected(line, shell) for line in LINES
+    }
+    assert log.read_text() == ""  # smllm itself was asked nothing
 
 
 def test_the_drivers_see_a_broken_script(tmp_path: Path) -> None:
@@ -216,6 +315,51 @@ def test_the_drivers_see_a_broken_script(tmp_path: Path) -> None:
     fish = tmp_path / "f.fish"
     fish.write_text("complete -c smllm -f -a nothing-else\n")
     assert fish_completions(fish, ["smllm ", "smllm zz"]) == [["nothing-else"], []]
+
+
+def test_bash_words_are_bashs() -> None:
+    """bash_words splits a line as bash's readline does for COMP_WORDS: asked of a real
+    interactive bash under a pty, whose completion function prints COMP_WORDS at a Tab."""
+    import os
+    import pty
+    import select
+    import time
+
+    bash = require_tool("bash", "apt-get install bash")
+    lines = ["smllm harness install --scope=", "smllm fire --param stateMachine=d", "smllm a b"]
+    pid, fd = pty.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.execv(bash, [bash, "--norc", "--noprofile", "-i"])
+    heard = ""
+
+    def until(pattern: str) -> re.Match[str]:
+        nonlocal heard
+        deadline = time.monotonic() + 20
+        while (found := re.search(pattern, heard)) is None:
+            assert time.monotonic() < deadline, heard
+            if select.select([fd], [], [], 0.1)[0]:
+                heard += os.read(fd, 65536).decode(errors="replace")
+        heard = heard[found.end() :]
+        return found
+
+    said = []
+    try:
+        show = 'printf "<w>"; printf "[%s]" "${COMP_WORDS[@]}"; echo "|$COMP_CWORD<done>"'
+        os.write(
+            fd, f"_f() {{ {show}; COMPREPLY=(); }}; complete -F _f smllm; echo ready\n".encode()
+        )
+        until("ready")
+        for line in lines:
+            os.write(fd, line.encode() + b"\t")
+            said.append(until(r"<w>((?:\[[^]]*\])+)\|(\d+)<done>").groups())
+            os.write(fd, b"\x15")  # ^U: the line cleared
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert said == [
+        ("".join(f"[{w}]" for w in bash_words(line)), str(len(bash_words(line)) - 1))
+        for line in lines
+    ]
 
 
 def test_another_shell(tmp_path: Path, env: dict[str, str]) -> None:

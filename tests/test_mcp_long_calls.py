@@ -154,3 +154,19 @@ def test_a_refused_call_is_not_marked(project: Path, env: dict[str, str]) -> Non
         text, _ = server.tool(session=key)
         assert text.startswith("<smllm>\n")
         assert server.close() == 0
+
+
+def test_a_cancel_after_the_answer_is_ignored(project: Path, env: dict[str, str]) -> None:
+    """OpenCode cancels every call it already has the answer to: nothing is noted for it."""
+    key = slow_project(project, env)
+    with McpProcess(project, env) as server:
+        server.initialize()
+        server.send(checked(key, 12))
+        answer = server.read()
+        assert answer is not None and answer["id"] == 12
+        server.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12}}
+        )
+        text, _ = server.tool(session=key)
+        assert text.startswith("<smllm>\n")
+        assert server.close() == 0

@@ -49,6 +49,9 @@ def _fast_args(argv: list[str]) -> Any:
         )
     if argv[:1] == ["statusline"]:
         return _fast_statusline(argv[1:])
+    if argv[:1] == ["__complete"]:  # a completion script's helper, at each TAB: never refused
+        kind = argv[1] if len(argv) > 1 else ""
+        return _Namespace(command="__complete", kind=kind, words=argv[2:], config=None)
     if len(argv) == 4 and argv[:2] == ["harness", "hook"] and "-" not in argv[2][:1] + argv[3][:1]:
         return _Namespace(command="harness", action="hook", name=argv[2], hook=argv[3], config=None)
     if argv[:1] != ["fire"]:
@@ -120,6 +123,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("validate", "validate"),
     "graph": ("graph", "graph"),
     "completions": ("completions", "completions"),
+    "__complete": ("completions", "complete"),
     "compile": ("compile", "compile_machine"),
     "statusline": ("statusline", "statusline"),
     "harness": ("harness", "harness"),
@@ -155,9 +159,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-#: set by `_run` for the commands a client runs on every stop, prompt and status refresh
+#: set by `_run` for the commands a client runs on every stop, prompt and status refresh,
+#: and the completion scripts' helper (each TAB)
 _quick_exit = {"now": False}
-_QUICK = frozenset({("harness", "hook"), ("statusline", None), ("session", "show")})
+_QUICK = frozenset(
+    {("harness", "hook"), ("statusline", None), ("session", "show"), ("__complete", None)}
+)
 
 
 def _exit_now(code: int) -> None:
@@ -181,7 +188,9 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         words = list(sys.argv[1:] if argv is None else argv)
         for word in words:
-            if not utf8(word):
+            # a completion script's helper takes the line as typed: it prints nothing for
+            # what it can't read, and never says why
+            if not utf8(word) and words[:1] != ["__complete"]:
                 raise Exit(2, f"argument {word!a} is not UTF-8 text")
         args = _fast_args(words)
         if args is None:

@@ -254,6 +254,22 @@ def build() -> _Parser:
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
     p.add_argument("shell", metavar="SHELL", help="bash, zsh or fish")
 
+    # run by the completion scripts at each TAB, not by people: hidden from help (and from
+    # completion); main._fast_args reads it without this parser
+    q = sub.add_parser("__complete")
+    q.add_argument(
+        "kind",
+        metavar="KIND",
+        help="what to list: machines (ids), sessions (keys, most recent first) or events "
+        "(those the --session on the line offers)",
+    )
+    q.add_argument(
+        "words",
+        nargs=argparse.REMAINDER,
+        metavar="WORD",
+        help="the command line's words before the cursor, whose --config and --session count",
+    )
+
     p = cmd("info", "print what smllm knows: the machine file's JSON Schema")
     info_sub = p.add_subparsers(dest="action", metavar="WHAT", parser_class=_Parser, required=True)
     q = info_sub.add_parser("schema", help="the JSON Schema (2020-12) of machine files")

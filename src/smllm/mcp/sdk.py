@@ -91,10 +91,12 @@ def build(caller: Caller, stash: Stash, wire: Wire) -> Server[Any, Any]:
         finally:
             if beat is not None:
                 beat.stop()
-        if request_id in stash.cancelled or stash.ended or wire.broken:
+            gave_up = request_id in stash.cancelled or stash.ended or wire.broken
+            stash.running.discard(request_id)
+            stash.cancelled.discard(request_id)
+        if gave_up:
             # the client stopped waiting (a cancel, its own timeout, a closed pipe): what the
             # call did stands, and the session's next reply says so
-            stash.cancelled.discard(request_id)
             caller.gave_up()
         content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
         return types.ServerResult(types.CallToolResult(content=content, isError=is_error))

@@ -102,8 +102,11 @@ class Stash:
     def __init__(self) -> None:
         self.items: dict[int, Stashed] = {}
         self.last = 0
-        #: the ids of requests the client cancelled (notifications/cancelled), as the reader
-        #: saw them: a tool call runs on while they arrive, and checks afterwards
+        #: the ids of the tool calls forwarded and not yet answered, and those of them the
+        #: client cancelled (notifications/cancelled), as the reader saw them: a call runs on
+        #: while a cancel arrives, and checks afterwards. A cancel for any other id is dropped
+        #: (OpenCode cancels every call it already has the answer to)
+        self.running: set[Any] = set()
         self.cancelled: set[Any] = set()
         self.ended = False  # the client closed its end of the input
         self.client: str | None = None  # the client's name, from initialize's clientInfo
@@ -154,7 +157,7 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
     if not has_id:
         if method == "notifications/cancelled":
             cancelled = msg.get("params", {}).get("requestId")
-            if _valid_id(cancelled):
+            if _valid_id(cancelled) and cancelled in stash.running:
                 stash.cancelled.add(cancelled)
         return ("forward", msg) if method in FORWARDED else ("drop", None)
     if method == "initialize":
@@ -174,6 +177,7 @@ def sort_line(line: bytes, stash: Stash) -> tuple[str, Any]:
             sys.stderr.write(f"smllm mcp: refused tools/call {json.dumps(id_)}: {problem}\n")
             return "reply", error_response(id_, INVALID_PARAMS, f"Invalid params: {problem}")
         _stash_arguments(repeated, msg.get("params"), stash)
+        stash.running.add(id_)
     return "forward", msg
 
 
