@@ -59,6 +59,13 @@ def spec_quoted(value: str) -> str:
     return spec_escape('"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"')
 
 
+def spec_got(value: str) -> str:
+    """A refused value as an error echoes it (agent-text.md §9): cut to 200 characters with
+    `…`, then quoted and escaped."""
+    cut = value if len(value) <= 200 else value[:199] + "…"
+    return f"(got {spec_quoted(cut)})"
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=repr)
 def test_escape_every_variant(variant: str) -> None:
     for text in (variant, f"before {variant} after", variant * 3):
@@ -174,7 +181,7 @@ def test_every_variant_in_every_value(project: Path, env: dict[str, str]) -> Non
     assert f"text = {spec_quoted(ALL)}" in out
     # a refusal's detail
     out = fire(project, env, ["--session", key, "say", "--param", f"size={ALL}"], code=1)
-    assert f"(got {spec_quoted(ALL)})" in out
+    assert spec_got(ALL) in out
     # a guard's output tail (its last 400 characters), stdout then stderr: one spelling a call
     for name in NAMES:
         for spelled in cases(name):
@@ -189,10 +196,10 @@ def test_a_refused_enter_and_the_mcp_tool(project: Path, env: dict[str, str]) ->
     from helpers.mcp_client import McpProcess
 
     out = fire(project, env, ["enter", "--param", f"stateMachine={ALL}"], code=1)
-    assert f"(got {spec_quoted(ALL)})" in out
+    assert spec_got(ALL) in out
     out = fire(project, env, ["enter", "--param", "stateMachine=dev", "--param", f"issueId={ALL}"],
                code=1)  # fmt: skip
-    assert f"(got {spec_quoted(ALL)})" in out
+    assert spec_got(ALL) in out
     with McpProcess(project, env) as server:
         server.initialize()
         for params in (

@@ -7,7 +7,7 @@ from .call import Outcome
 from .context import Ctx, new_run, refuse_idle, with_new_session
 from .moves import arrive
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
-from .rules import duplicate, echo, not_configured, quoted
+from .rules import duplicate, echo, got, not_configured
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -44,13 +44,13 @@ def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
         return refuse_idle(
             ctx,
             "enter param stateMachine must name a configured state machine, and none is "
-            f"configured (got {quoted(machine_id)}); add one with {hint}",
+            f"configured {got(machine_id)}; add one with {hint}",
         )
     if machine is None:
         return refuse_idle(
             ctx,
             "enter param stateMachine must be one of: "
-            f"{', '.join(ctx.loaded.machines)} (got {quoted(machine_id)})",
+            f"{', '.join(ctx.loaded.machines)} {got(machine_id)}",
         )
     ref_param = machine.ref.param
     for n, _v in given:
@@ -89,7 +89,7 @@ def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
                 return refuse_idle(
                     ctx,
                     f"enter param {ref_param} must match {machine.ref.pattern} "
-                    f"(got {quoted(value)})",
+                    f"{got(value)}",
                 )
         if state is not None and state != machine.initial and state not in eps:
             return refuse_idle(ctx, not_ep)

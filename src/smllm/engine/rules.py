@@ -29,6 +29,7 @@ __all__ = [
     "echo",
     "gone_events",
     "gone_note",
+    "got",
     "machine_offers",
     "non_finite",
     "not_configured",
@@ -112,8 +113,13 @@ def echo(value: str) -> str:
 
 
 def quoted(value: str) -> str:
-    """A value inside `"…"`: cut (echo), then `"` and `\\` escaped (agent-text.md §1)."""
-    return '"' + echo(value).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A value inside `"…"`: `"` and `\\` escaped (agent-text.md §1)."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def got(value: str) -> str:
+    """A refused value as its error echoes it, `(got "VALUE")`: cut (echo), then quoted."""
+    return f"(got {quoted(echo(value))})"
 
 
 def duplicate(params: tuple[tuple[str, Any], ...]) -> str | None:
@@ -281,12 +287,12 @@ def check_params(
             if not isinstance(value, str):
                 return f"{where} must be a string", {}
             if spec.enum is not None and value not in spec.enum:
-                return f"{where} must be one of: {', '.join(spec.enum)} (got {quoted(value)})", {}
+                return f"{where} must be one of: {', '.join(spec.enum)} {got(value)}", {}
             if spec.pattern is not None:
                 from ..machine.regex import pattern_matches
 
                 if not pattern_matches(spec.pattern, value):
-                    return f"{where} must match {spec.pattern} (got {quoted(value)})", {}
+                    return f"{where} must match {spec.pattern} {got(value)}", {}
             if not spec.plain:
                 problem = _schema_problem(where, spec, defs, value)
                 if problem:
