@@ -8,28 +8,9 @@ from datetime import datetime
 from pathlib import Path
 
 from conftest import smllm, write_machine
+from helpers.slow_machine import slow_machine
 
-SLOW = """\
-id: slow
-description: A guard that takes a while.
-initial: WORK
-meta:
-  smllm: 1
-  instance: { kind: task, ref: { param: taskId } }
-  events:
-    checked: { description: Fire after the check. }
-states:
-  WORK:
-    meta: { entryPoint: true }
-    entry: { type: prompt, params: { text: "Work, then fire checked." } }
-    on:
-      checked:
-        - { target: DONE, guard: { type: command, params: { run: "sleep 1.5" } } }
-        - { target: WORK, reenter: true }
-  DONE:
-    type: final
-    entry: { type: prompt, params: { text: "Done." } }
-"""
+SLOW = slow_machine(1.5)
 
 
 def audit(key: str, project: Path, env: dict[str, str]) -> tuple[list[dict[str, object]], str]:

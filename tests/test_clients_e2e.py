@@ -26,8 +26,6 @@ from e2e import clients, scenario
 from e2e.fake_model import FakeModel, Request, split_texts
 
 NAMES = ["claude", "codex", "copilot", "opencode"]
-#: a whole run's steps may take this long (the clients take 2 – 15 s)
-SETTLE = 120.0
 
 
 class Played:
@@ -72,23 +70,14 @@ def play(name: str, root: Path) -> Played:
             client.prepare()
             first = client.run(scenario.FIRST_PROMPT, resume=False)
             assert first.code == 0, first.describe()
-            settle(model, client, scenario.FIRST_RUN_STEPS, first)
+            clients.settle(model, client, scenario.FIRST_RUN_STEPS, first)
             between = smllm(["session", "list", "--json"], box.project, box.env)
             second = client.run(scenario.SECOND_PROMPT, resume=True)
             assert second.code == 0, second.describe()
-            settle(model, client, scenario.ALL_STEPS, second)
+            clients.settle(model, client, scenario.ALL_STEPS, second)
         finally:
             client.close()
         return Played(model, box, client, json.loads(between.out)["sessions"])
-
-
-def settle(model: FakeModel, client: clients.Client, steps: int, ran: clients.Ran) -> None:
-    """Wait for the run's last step (OpenCode's server goes on after `run --attach` exits),
-    then for the client to finish its stop; the model must have stayed on script."""
-    assert model.wait(steps, SETTLE), f"{client.name} hung at step {model.taken}\n{ran.describe()}"
-    client.settle()
-    where = f"(requests in {model.logdir})\n{ran.describe()}"
-    assert model.mismatches == [], f"{client.name} went off script: {model.mismatches} {where}"
 
 
 @pytest.fixture(scope="module", params=NAMES)

@@ -29,7 +29,6 @@ from e2e.handoff import ORDER, PROMPTS, Previous
 from e2e.scenario import NOTE
 
 #: one client's steps may take this long (the clients take 2 – 15 s)
-SETTLE = 120.0
 #: every part each harness installs in the project (cli-and-harnesses.md §6)
 PARTS = {
     "claude": ["instructions", "mcp", "hooks", "permissions", "statusline"],
@@ -78,15 +77,6 @@ def minute(at: str) -> str:
     return f"{at[:10]} {at[11:16]} UTC"
 
 
-def settle(model: FakeModel, client: clients.Client, steps: int, ran: clients.Ran) -> None:
-    """Wait for the run's last step (OpenCode's server goes on after `run --attach` exits),
-    then for the client to finish its stop; the model must have stayed on script."""
-    assert model.wait(steps, SETTLE), f"{client.name} hung at step {model.taken}\n{ran.describe()}"
-    client.settle()
-    where = f"(requests in {model.logdir})\n{ran.describe()}"
-    assert model.mismatches == [], f"{client.name} went off script: {model.mismatches} {where}"
-
-
 def play(root: Path) -> Handoff:
     box = clients.sandbox(root)
     installed: dict[str, str] = {}
@@ -106,7 +96,7 @@ def play(root: Path) -> Handoff:
                 client.prepare()
                 ran = client.run(PROMPTS[name], resume=False)
                 assert ran.code == 0, ran.describe()
-                settle(model, client, len(model.steps), ran)
+                clients.settle(model, client, len(model.steps), ran)
             finally:
                 client.close()
         sessions = cli(box, ["session", "list", "--json"])["sessions"]

@@ -13,28 +13,9 @@ from typing import Any
 
 from conftest import smllm, write_machine
 from helpers.mcp_client import McpProcess
+from helpers.slow_machine import slow_machine
 
-SLOW = """\
-id: slow
-description: A guard that takes a while.
-initial: WORK
-meta:
-  smllm: 1
-  instance: { kind: task, ref: { param: taskId } }
-  events:
-    checked: { description: Fire after the check. }
-states:
-  WORK:
-    meta: { entryPoint: true }
-    entry: { type: prompt, params: { text: "Work, then fire checked." } }
-    on:
-      checked:
-        - { target: DONE, guard: { type: command, params: { run: "sleep 2.5" } } }
-        - { target: WORK, reenter: true }
-  DONE:
-    type: final
-    entry: { type: prompt, params: { text: "Done." } }
-"""
+SLOW = slow_machine(2.5)
 
 NOTE = (
     "note: your last call (checked) was carried out after the client stopped waiting for its "

@@ -28,7 +28,7 @@ import pytest
 import tomlkit
 from conftest import require_tool
 
-from e2e.fake_model import Call
+from e2e.fake_model import Call, FakeModel
 
 CLIENTS = Path(__file__).resolve().parent.parent / "clients"
 MODULES = CLIENTS / "node_modules"
@@ -466,3 +466,16 @@ def free_port() -> int:
 
 
 CLIENT_TYPES: dict[str, type[Client]] = {c.name: c for c in (Claude, Codex, Copilot, OpenCode)}
+
+
+#: a whole run's steps may take this long (the clients take 2 – 15 s)
+SETTLE = 120.0
+
+
+def settle(model: FakeModel, client: Client, steps: int, ran: Ran) -> None:
+    """Wait for the run's last step (OpenCode's server goes on after `run --attach` exits),
+    then for the client to finish its stop; the model must have stayed on script."""
+    assert model.wait(steps, SETTLE), f"{client.name} hung at step {model.taken}\n{ran.describe()}"
+    client.settle()
+    where = f"(requests in {model.logdir})\n{ran.describe()}"
+    assert model.mismatches == [], f"{client.name} went off script: {model.mismatches} {where}"
