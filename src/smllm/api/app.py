@@ -144,8 +144,10 @@ class App:
 
     # -- calls ---------------------------------------------------------------------------------
 
-    def view(self, key: str | None) -> Result:
-        """The read-only view of a session (engine.md §4.4)."""
+    def view(self, key: str | None, tell_late: bool = True) -> Result:
+        """The read-only view of a session (engine.md §4.4). A session whose last call ended
+        after its client stopped waiting says so once, and the mark is cleared; `tell_late`
+        False leaves it for the agent's next reply (a shell completion's look)."""
         from ..engine.view import view
 
         if key is None:
@@ -154,7 +156,7 @@ class App:
         loaded, stores = self._opened(s)
         s = self._recovered(loaded, s, stores, write=False)
         result = Result(True, view(loaded, s, stores, self.host), s, stores, loaded)
-        if s.late_call is None:
+        if s.late_call is None or not tell_late:
             return result
         locked = self._locked(key)
         if locked is None:  # another call runs: the note waits for the next reply

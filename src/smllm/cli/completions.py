@@ -526,18 +526,13 @@ def _events(words: list[str]) -> list[str]:
     """The events the line's `--session` offers now, as its block lists them; without one,
     `enter` (the only event `fire` takes without a session).
 
-    The session's view as `smllm session show` gets it, less its one write: a view of a
-    session whose last call ended after its client stopped waiting tells that once and clears
-    the mark (App.view), which a TAB mustn't take from the agent."""
+    The session's view as `smllm session show` gets it, less its one write: the line about a
+    call its client stopped waiting for stays for the agent's next reply (a TAB mustn't take
+    it)."""
     key = _option(words, "--session")
     if key is None:
         return ["enter"]
     from ..api.app import App
-    from ..engine.view import view
 
-    app = App()
-    session = app.session(key)
-    loaded, stores = app._opened(session)
-    session = app._recovered(loaded, session, stores, write=False)
-    events = view(loaded, session, stores, app.host).events
+    events = App().view(key, tell_late=False).reply.events
     return [item.name for item in events.items] if events is not None else []
