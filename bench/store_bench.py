@@ -13,7 +13,14 @@ their history) beside the one the bench fires on:
   2. the whole `python -m smllm fire --session KEY yield` process: median and p99 (a process
      opens its store afresh: on PostgreSQL a TCP connection and a SCRAM handshake);
   3. 8 concurrent writers (processes, each its own session and instance, each firing through
-     the library in a loop for a fixed time): fires per second, all together.
+     the library in a loop for a fixed time): fires per second, all together;
+  4. a holding session's blocked stop, the whole hook process of a regular install
+     (`VENV/bin/smllm harness hook claude stop`, report.regular_install, with this
+     interpreter's psycopg linked in): each PostgreSQL stop run just after a SQLite stop,
+     the verdict on the median of those pairs' ratios (target <= 1.5x, issue 20 §7), the
+     pairs' spread beside it; PostgreSQL through the store's broker (store/brokered.py),
+     and without it (SMLLM_STORE_BROKER=0: psycopg and a connection per stop) for scale.
+     `--stops-only` runs this part alone, on stores holding only the bench's instances.
 
 The PostgreSQL server is a throw-away cluster on 127.0.0.1 (tests/helpers/pgserver.py), with
 fsync and full_page_writes turned back on here, so that its commits wait for the disk as
@@ -28,6 +35,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -45,7 +53,7 @@ for _path in (str(ROOT / "tests"), str(BENCH)):
         sys.path.insert(0, _path)
 
 from fill import populate, store_counts  # noqa: E402
-from report import fs_type, heading  # noqa: E402
+from report import fs_type, heading, regular_install  # noqa: E402
 
 PG_ENV = "SMLLM_STORE_BENCH_PG"
 NAMESPACE = "store-bench"
@@ -252,6 +260,139 @@ def writers(
     return total / seconds, refused
 
 
+# -- a holding session's blocked stop: the hook process ----------------------------------------
+
+#: the most a brokered PostgreSQL stop may cost, as a multiple of the SQLite one (paired medians)
+STOP_TARGET = 1.5
+
+
+def hook_install(cache: str) -> tuple[str | None, str]:
+    """The regular install (its own venv, in `cache`/postgres), with this interpreter's
+    psycopg linked into its site-packages (the install has no dependencies: see
+    report.regular_install); (its `smllm` script, or None; how it was made)."""
+    import importlib.util
+
+    python, how = regular_install(
+        str(ROOT), os.path.join(cache, "postgres"), "smllm", "smllm.cli.main:main"
+    )
+    if python is None:
+        return None, how
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    for module in ("psycopg", "psycopg_binary", "psycopg_c", "typing_extensions"):
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            continue
+        path = os.path.dirname(spec.origin) if spec.submodule_search_locations else spec.origin
+        for source in (path, path + ".libs"):  # a binary wheel's bundled libpq sits beside it
+            dest = os.path.join(purelib, os.path.basename(source))
+            if os.path.exists(source) and not os.path.lexists(dest):
+                os.symlink(source, dest)
+    probe = subprocess.run([python, "-c", "import psycopg"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return None, f"psycopg can't be linked into {python}: {probe.stderr.strip()[-200:]}"
+    return os.path.join(os.path.dirname(python), "smllm"), f"{how}; psycopg linked in"
+
+
+def _hook(argv: list[str], hook: str, body: dict[str, Any], cwd: str, env: dict[str, str]) -> Any:
+    return subprocess.run(
+        [*argv, "harness", "hook", "claude", hook],
+        input=json.dumps({"cwd": cwd, **body}),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def hold_by_hook(project: str, env: dict[str, str], host: str, ref: str) -> None:
+    """A session bound to Claude session `host`, holding issue `ref` (by this tree's smllm,
+    which also builds the compiled machine cache)."""
+    here = [sys.executable, "-m", "smllm"]
+    ran = _hook(here, "session-start", {"session_id": host}, project, env)
+    text = json.loads(ran.stdout)["hookSpecificOutput"]["additionalContext"]
+    key = text.split("\n")[1].split(" ")[1]
+    fire = [*here, "fire", "--session", key, "enter", "--param", "stateMachine=dev"]
+    done = subprocess.run(
+        [*fire, "--param", f"issueId={ref}"], cwd=project, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"enter {ref} failed: {done.stdout}{done.stderr}")
+
+
+def blocked_stop(script: str, project: str, env: dict[str, str], host: str) -> float:
+    """One blocked stop's process, in ms (the prompt that clears the last block, untimed)."""
+    _hook([script], "user-prompt-submit", {"session_id": host, "prompt": "go on"}, project, env)
+    t0 = time.perf_counter_ns()
+    ran = _hook([script], "stop", {"session_id": host, "stop_hook_active": False}, project, env)
+    ms = (time.perf_counter_ns() - t0) / 1e6
+    if ran.returncode != 0 or not ran.stdout.startswith('{"decision":"block"'):
+        raise RuntimeError(f"the stop didn't block: {ran.stdout[:80]!r} {ran.stderr[:300]!r}")
+    return ms
+
+
+def wait_for_broker(folder: str) -> None:
+    end = time.monotonic() + 20
+    while not (os.path.isdir(folder) and any(n.endswith(".sock") for n in os.listdir(folder))):
+        if time.monotonic() > end:
+            raise RuntimeError(f"no broker started in {folder}")
+        time.sleep(0.02)
+
+
+def end_brokers(folder: str) -> None:
+    """SIGTERM the brokers whose logs are in `folder` (the server's end would end them too)."""
+    import signal
+
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        if name.endswith(".log"):
+            words = Path(folder, name).read_text().split()
+            if len(words) > 2 and words[1] == "broker":
+                with contextlib.suppress(OSError):
+                    os.kill(int(words[2]), signal.SIGTERM)
+
+
+def stop_pairs(
+    script: str, lite: str, pg: str, env: dict[str, str], runs: int, runtime: str
+) -> None:
+    for project, host in ((lite, "stop-sqlite"), (pg, "stop-postgres")):
+        hold_by_hook(project, env, host, "GH-424242")
+    direct = {**env, "SMLLM_STORE_BROKER": "0"}
+    folder = os.path.join(runtime, "smllm")
+    blocked_stop(script, lite, env, "stop-sqlite")
+    first = blocked_stop(script, pg, env, "stop-postgres")  # no broker yet: one starts
+    wait_for_broker(folder)
+    times: dict[str, list[float]] = {"sqlite": [], "postgres": [], "postgres, direct": []}
+    ratios: dict[str, list[float]] = {"postgres": [], "postgres, direct": []}
+    for i in range(runs + 3):  # the first three rounds warm up
+        for name, pg_env in (("postgres", env), ("postgres, direct", direct)):
+            base = blocked_stop(script, lite, env, "stop-sqlite")
+            ms = blocked_stop(script, pg, pg_env, "stop-postgres")  # just after its pair's SQLite
+            if i >= 3:
+                times["sqlite"].append(base)
+                times[name].append(ms)
+                ratios[name].append(ms / base)
+    end_brokers(folder)
+    for name, values in times.items():
+        print(f"  {name:<18} {Stats.of(values).text()}")
+    print(f"  the first postgres stop (no broker yet: read directly, one started) {first:.1f} ms")
+    for name, values in ratios.items():
+        ratio = statistics.median(values)
+        deciles = statistics.quantiles(values, n=10)
+        thirds = [statistics.median(values[k::3]) for k in range(3)]
+        line = (
+            f"  {name} / sqlite, paired: median {ratio:.2f}x (p10 {deciles[0]:.2f}x, p90 "
+            f"{deciles[-1]:.2f}x; every third pair: {', '.join(f'{t:.2f}x' for t in thirds)})"
+        )
+        if name == "postgres":
+            line += f"  target <= {STOP_TARGET:g}x  {'PASS' if ratio <= STOP_TARGET else 'MISS'}"
+        print(line)
+
+
 # -- main ------------------------------------------------------------------------------------------
 
 
@@ -271,25 +412,35 @@ def main(argv: list[str] | None = None) -> int:
     if args_in[:1] == ["_writer"]:
         writer(json.loads(args_in[1]))
         return 0
+    from bench import default_venv_cache
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer rounds (CI)")
     ap.add_argument("--fires", type=int, default=None, help="in-process fires each (default 1000)")
     ap.add_argument("--runs", type=int, default=None, help="process runs each (default 60)")
-    ap.add_argument("--writers", type=int, default=8)
+    ap.add_argument("--writers", type=int, default=8, help="concurrent writers (default 8)")
     ap.add_argument("--seconds", type=float, default=None, help="writers' time (default 10 s)")
+    ap.add_argument("--stops", type=int, default=None, help="blocked-stop pairs (default 60)")
+    ap.add_argument("--stops-only", action="store_true", help="the blocked stops alone (part 4)")
+    ap.add_argument("--venv-cache", default=default_venv_cache(), help="regular install cache")
     ap.add_argument("--dir", default=None, help="make the temp folder here (default: $TMPDIR)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder")
     args = ap.parse_args(args_in)
     fires = args.fires or (150 if args.quick else 1000)
     runs = args.runs or (8 if args.quick else 60)
     seconds = args.seconds or (3.0 if args.quick else 10.0)
+    stops = args.stops or (15 if args.quick else 60)
     from helpers.pgserver import PgServer
 
     print(
         "smllm store report: PostgreSQL over loopback against SQLite"
         + (" (--quick)" if args.quick else "")
     )
+    script, how = hook_install(args.venv_cache)
+    # the brokers' sockets: a short path of its own (a socket's path holds 103 bytes)
+    runtime = tempfile.mkdtemp(prefix="smllm-rt-")
     with isolated(args.dir, args.keep) as (root, env):
+        env["XDG_RUNTIME_DIR"] = runtime
         server = PgServer.start(Path(root) / "pg")
         try:
             # commits wait for the disk, as SQLite's do (the test cluster turns fsync off)
@@ -306,57 +457,77 @@ def main(argv: list[str] | None = None) -> int:
                 f"fsync = {fsync}"
             )
             lite = make_project(root, "sqlite")
-            t0 = time.monotonic()
-            path = populate(lite, PAUSED, COMPLETED, start=1)
-            print(f"  sqlite     {store_counts(path)}  (filled in {time.monotonic() - t0:.1f} s)")
             pg = make_project(root, "postgres")
             config = Path(pg) / ".smllm" / "config.toml"
             config.write_text(
                 config.read_text() + f'\n[state]\nurl-env = "{PG_ENV}"\nnamespace = "{NAMESPACE}"\n'
             )
-            t0 = time.monotonic()
-            print(
-                f"  postgres   {fill_postgres(root, url)}  (filled in "
-                f"{time.monotonic() - t0:.1f} s)"
-            )
-            setups = [make_setup("sqlite", lite), make_setup("postgres", pg)]
-
-            heading(f"fire yield in process (smllm.api.app.App), {fires} each, interleaved")
-            times = in_process(setups, fires)
-            stats = {k: Stats.of(v) for k, v in times.items()}
-            for name, st in stats.items():
-                print(f"  {name:<10} {st.text()}")
-            print(
-                f"  postgres / sqlite: median "
-                f"{stats['postgres'].median / stats['sqlite'].median:.2f}x, "
-                f"p99 {stats['postgres'].p99 / stats['sqlite'].p99:.2f}x"
-            )
-
-            heading(f"the whole `python -m smllm fire --session KEY yield` process, {runs} each")
-            ptimes = processes(setups, runs, env)
-            pstats = {k: Stats.of(v) for k, v in ptimes.items()}
-            for name, st in pstats.items():
-                print(f"  {name:<10} {st.text()}")
-            print(
-                f"  postgres - sqlite: median "
-                f"{pstats['postgres'].median - pstats['sqlite'].median:+.1f} ms"
-            )
-
-            heading(
-                f"{args.writers} concurrent writers, each its own session and issue, {seconds:g} s"
-            )
-            for s in setups:
-                rate, refused = writers(s, args.writers, seconds, env, root)
-                print(f"  {s.name:<10} {rate:8.0f} fires/s   ({refused} refused)")
-            for s in setups:
-                with contextlib.suppress(Exception):
-                    s.app.user.close()
-                for store in s.app.opened.values():
+            if not args.stops_only:
+                setups = fill_and_fire(root, url, lite, pg, env, fires, runs, args, seconds)
+            heading(f"a holding session's blocked stop: the hook process, {stops} pairs")
+            if script is None:
+                print(f"  no regular install: {how}")
+            else:
+                print(f"  regular install: {how}")
+                stop_pairs(script, lite, pg, env, stops, runtime)
+            if not args.stops_only:
+                for s in setups:
                     with contextlib.suppress(Exception):
-                        store.close()
+                        s.app.user.close()
+                    for store in s.app.opened.values():
+                        with contextlib.suppress(Exception):
+                            store.close()
         finally:
             server.remove()
+            end_brokers(os.path.join(runtime, "smllm"))
+            shutil.rmtree(runtime, ignore_errors=True)
     return 0
+
+
+def fill_and_fire(
+    root: str,
+    url: str,
+    lite: str,
+    pg: str,
+    env: dict[str, str],
+    fires: int,
+    runs: int,
+    args: argparse.Namespace,
+    seconds: float,
+) -> list[Setup]:
+    """Parts 1 – 3: the stores filled, then fire in process, as a process, and concurrently."""
+    t0 = time.monotonic()
+    path = populate(lite, PAUSED, COMPLETED, start=1)
+    print(f"  sqlite     {store_counts(path)}  (filled in {time.monotonic() - t0:.1f} s)")
+    t0 = time.monotonic()
+    print(f"  postgres   {fill_postgres(root, url)}  (filled in {time.monotonic() - t0:.1f} s)")
+    setups = [make_setup("sqlite", lite), make_setup("postgres", pg)]
+
+    heading(f"fire yield in process (smllm.api.app.App), {fires} each, interleaved")
+    times = in_process(setups, fires)
+    stats = {k: Stats.of(v) for k, v in times.items()}
+    for name, st in stats.items():
+        print(f"  {name:<10} {st.text()}")
+    print(
+        f"  postgres / sqlite: median "
+        f"{stats['postgres'].median / stats['sqlite'].median:.2f}x, "
+        f"p99 {stats['postgres'].p99 / stats['sqlite'].p99:.2f}x"
+    )
+
+    heading(f"the whole `python -m smllm fire --session KEY yield` process, {runs} each")
+    ptimes = processes(setups, runs, env)
+    pstats = {k: Stats.of(v) for k, v in ptimes.items()}
+    for name, st in pstats.items():
+        print(f"  {name:<10} {st.text()}")
+    print(
+        f"  postgres - sqlite: median {pstats['postgres'].median - pstats['sqlite'].median:+.1f} ms"
+    )
+
+    heading(f"{args.writers} concurrent writers, each its own session and issue, {seconds:g} s")
+    for s in setups:
+        rate, refused = writers(s, args.writers, seconds, env, root)
+        print(f"  {s.name:<10} {rate:8.0f} fires/s   ({refused} refused)")
+    return setups
 
 
 if __name__ == "__main__":

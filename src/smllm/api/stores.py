@@ -17,15 +17,37 @@ if TYPE_CHECKING:
     from ..machine.summary import StoreSpec, Summary
     from ..store.base import InstanceStore, SessionStore
 
-__all__ = ["Stores", "open_store", "state_home", "store_url", "user_store"]
+__all__ = ["Stores", "brokered", "open_store", "state_home", "store_url", "user_store"]
 
 STORE_FILE = "smllm.db"
+
+#: whether PostgreSQL stores opened now read through their broker (`brokered`)
+_brokered = False
+
+
+class brokered:
+    """Within it, a PostgreSQL store opened reads instances and the paused list through the
+    store's broker (store/brokered.py): the stop hook's choice, which pays psycopg's import
+    and a connection otherwise. Commands, `smllm mcp` and library callers read directly."""
+
+    def __enter__(self) -> None:
+        global _brokered
+        self._was = _brokered
+        _brokered = True
+
+    def __exit__(self, *exc: object) -> None:
+        global _brokered
+        _brokered = self._was
 
 
 def open_store(spec: StoreSpec) -> InstanceStore:
     """An instance store: a returned commit survives power loss (`synchronous=FULL`)."""
     if spec.kind == "dir":
         return SqliteStore(os.path.join(spec.value, STORE_FILE), gitignore=True, durable=True)
+    if _brokered:
+        from ..store.brokered import BrokeredStore  # no psycopg while the broker answers
+
+        return BrokeredStore(store_url(spec), spec.namespace)
     from ..store.postgres import PostgresStore  # psycopg itself only at the first query
 
     return PostgresStore(store_url(spec), spec.namespace)

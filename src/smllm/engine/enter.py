@@ -88,8 +88,7 @@ def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
             if not pattern_matches(machine.ref.pattern, value):
                 return refuse_idle(
                     ctx,
-                    f"enter param {ref_param} must match {machine.ref.pattern} "
-                    f"{got(value)}",
+                    f"enter param {ref_param} must match {machine.ref.pattern} {got(value)}",
                 )
         if state is not None and state != machine.initial and state not in eps:
             return refuse_idle(ctx, not_ep)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any, TextIO
 
+    from ..engine.records import Session
     from ..store.sqlite import SqliteStore
 
 __all__ = [
@@ -186,6 +187,18 @@ def _answer(
         # shouldn't); a session that a crash left idle while an instance names it as holder
         # is repaired by its next fire or view (engine.md §7.1, §10)
         return {}, ""
+    from ..api.stores import brokered
+
+    # a PostgreSQL store is read through its broker (store/brokered.py): a stop then imports no
+    # psycopg and opens no connection of its own
+    with brokered():
+        return _stop(payload, session, user)
+
+
+def _stop(
+    payload: Mapping[str, Any], session: Session, user: SqliteStore
+) -> tuple[dict[str, Any], str]:
+    """The stop of a session holding an instance (engine.md §9, rules 3 – 7)."""
     from ..api.stores import Stores
     from ..engine.stop import stops_yielded
     from ..machine.configs.cache import summary_cached

@@ -16,7 +16,8 @@ How §10's guarantees are kept, with PostgreSQL's own means:
 - readers never wait (MVCC); a writer waits at most 5 s for a row lock (`lock_timeout`).
 
 psycopg is imported when a store is first used, so a hook of a PostgreSQL project pays for it
-only when it must read an instance. Messages never carry the password: the store is named by
+only when it must read an instance, and a stop asks the store's broker instead where one runs
+(store/brokered.py, store/broker.py). Messages never carry the password: the store is named by
 its host, and any text from libpq is scrubbed of the URL's secrets.
 """
 
@@ -240,6 +241,11 @@ class PostgresStore:
             conn = self._conn = self._open()
         return conn
 
+    def connection_fd(self) -> int | None:
+        """The open connection's socket, or None: the broker watches it (store/broker.py)."""
+        conn = self._conn
+        return None if conn is None or conn.closed or conn.broken else conn.fileno()
+
     def close(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(Exception):  # closing a broken connection mustn't fail
@@ -323,13 +329,13 @@ class PostgresStore:
     # -- instances -----------------------------------------------------------------------------
 
     def instance(self, machine: str, id: str) -> Instance | None:
-        return first_instance(
-            self.name,
-            self._read(
-                "SELECT data FROM smllm.instances WHERE namespace = %s AND id = %s "
-                "AND machine = %s",
-                (self.namespace, id, machine),
-            ),
+        return first_instance(self.name, self.instance_rows(machine, id))
+
+    def instance_rows(self, machine: str, id: str) -> list[Any]:
+        """The (data,) row of an instance, as stored: what the broker sends (store/broker.py)."""
+        return self._read(
+            "SELECT data FROM smllm.instances WHERE namespace = %s AND id = %s AND machine = %s",
+            (self.namespace, id, machine),
         )
 
     def find(self, machine: str, id_or_ref: str) -> Instance | None:
@@ -355,6 +361,12 @@ class PostgresStore:
         )
 
     def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
+        rows, total = self.paused_rows(machines, limit)
+        found = readable(rows)
+        return found, total - (len(rows) - len(found))
+
+    def paused_rows(self, machines: Sequence[str], limit: int | None) -> tuple[list[Any], int]:
+        """The (data,) rows of `paused`, as stored, and how many there are in all."""
         if not machines:
             return [], 0
         where = "namespace = %s AND status = 'paused' AND machine = ANY(%s)"
@@ -367,10 +379,7 @@ class PostgresStore:
         if limit is not None:
             sql += " LIMIT %s"
             args.append(limit)
-        rows = self._read(sql, args)
-        found = readable(rows)
-        count = (total[0][0] if total else 0) - (len(rows) - len(found))
-        return found, count
+        return self._read(sql, args), int(total[0][0]) if total else 0
 
     def instances(
         self, machines: Sequence[str] | None, statuses: Sequence[str] | None
