@@ -27,6 +27,7 @@ from typing import Any
 
 import tomlkit
 from conftest import smllm, write_machine
+from helpers.slow_machine import slow_machine as helpers_slow_machine
 
 from e2e import clients, wire
 from e2e.fake_model import SESSION, Call, FakeModel, Step, is_tool_result, strings_of
@@ -74,33 +75,9 @@ def timeout_text(name: str, limit_s: int) -> str:
 
 
 def slow_machine(seconds: int) -> str:
+    """The slow machine whose guard also writes the SMLLM_PROGRESS_SECONDS it was run with."""
     run = f'printf %s "$SMLLM_PROGRESS_SECONDS" > {SEEN} && sleep {seconds}'
-    return f"""\
-id: slow
-description: A guard that takes a while.
-initial: WORK
-meta:
-  smllm: 1
-  instance: {{ kind: task, ref: {{ param: taskId }} }}
-  events:
-    checked: {{ description: Fire after the check. }}
-states:
-  WORK:
-    meta: {{ entryPoint: true }}
-    entry: {{ type: prompt, params: {{ text: "Work, then fire checked." }} }}
-    on:
-      checked:
-        - target: DONE
-          guard:
-            type: command
-            params:
-              run: '{run}'
-              timeoutSecs: {GUARD_TIMEOUT_S}
-        - {{ target: WORK, reenter: true }}
-  DONE:
-    type: final
-    entry: {{ type: prompt, params: {{ text: "Done." }} }}
-"""
+    return helpers_slow_machine(seconds, run, GUARD_TIMEOUT_S)
 
 
 def swap(text: str, old: str, new: str) -> str:
