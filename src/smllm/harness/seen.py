@@ -155,8 +155,12 @@ class HooksWatch:
             self.installed[key] = hooks_installed(harness, root, home, self.env)
         if not self.installed[key]:
             return None
-        bound = last_ran(self.user, harness, root)["session-start"]
-        if bound is not None and bound >= self.started:
+        # a session-start of this client that ran since makes a session of its harness: the
+        # sessions' own fields tell, without reading any audit
+        if any(
+            s.harness == harness and s.created >= self.started and _inside(s.cwd, root)
+            for s in self.user.sessions()
+        ):
             self.running.add(key)
             return None
         return not_running_note(harness)

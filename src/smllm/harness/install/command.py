@@ -205,9 +205,8 @@ def _status(name: str | None, scope: str, as_json: bool) -> int:
     for harness in HARNESSES:
         if harness == "agents" and scope == "user":
             continue
-        report = _status_of(harness, where)
-        if _installed(harness, report["parts"], shared):
-            found.append(report)
+        if _installed(harness, _rows(harness, where), shared):
+            found.append(_status_of(harness, where))
     if as_json:
         emit_json({"scope": scope, "harnesses": found})
         return 0
@@ -231,16 +230,20 @@ def _shared_parts(where: Where) -> dict[tuple[str, str], set[str]]:
     return owners
 
 
-def _installed(
-    harness: str, parts: list[dict[str, Any]], shared: dict[tuple[str, str], set[str]]
-) -> bool:
+def _installed(harness: str, rows: list[Row], shared: dict[tuple[str, str], set[str]]) -> bool:
     """Whether `harness` is installed: a part of its own (not one it shares with another
     client) is there or declined; `agents`, whose one part is the shared region, when that is
     there."""
-    there = [p for p in parts if p["state"] != "missing"]  # declined: the user chose it
+    there = [row for row in rows if row.state != "missing"]  # declined: the user chose it
     if harness == "agents":
         return bool(there)
-    return any(len(shared.get((p["part"], p["path"]), ())) <= 1 for p in there)
+    return any(len(shared.get((row.part, row.path), ())) <= 1 for row in there)
+
+
+def _rows(name: str, where: Where) -> list[Row]:
+    """Each part's state, as status reads them, without its notes or the hooks' last runs."""
+    gone, _ = _declined_here(where, name)
+    return make_plan(parts_of(where, name), gone, False, install=False).rows
 
 
 # -- uninstall ---------------------------------------------------------------------------
@@ -258,8 +261,7 @@ def _uninstall(args: Namespace) -> int:
         # `agents` is the region alone: it keeps nothing of another client's
         if other in (name, "agents"):
             continue
-        report = _status_of(other, where)
-        if _installed(other, report["parts"], shared):
+        if _installed(other, _rows(other, where), shared):
             for part in parts_of(where, other):
                 users.setdefault((part.name, part.path), []).append(other)
     kept = {p.name: users[(p.name, p.path)] for p in parts if (p.name, p.path) in users}

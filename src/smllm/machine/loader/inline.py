@@ -5,27 +5,33 @@ nested list) can't be inlined: it stays, and the `$defs` go with the schema (EVT
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from typing import Any
 
-__all__ = ["inline_refs"]
+__all__ = ["inline_refs", "resolve_ref"]
 
 #: keywords whose values are data, never schemas: a `$ref` key inside them is data too
 _DATA = frozenset({"enum", "const", "default", "examples"})
 _PREFIX = "#/$defs/"
 
 
-def _target(params: dict[str, Any], ref: str) -> tuple[bool, Any]:
-    """(found, the schema) that `#/$defs/…` names (the pointer's `~1`/`~0` unescaped)."""
+def resolve_ref(params: dict[str, Any], ref: str) -> tuple[tuple[str | int, ...], Any] | None:
+    """(where, schema) of the schema `#/$defs/…` names inside `params`, or None: the JSON
+    Pointer's parts unescaped, a list's index as a number."""
+    where: list[str | int] = []
     node: Any = params
     for raw in ref[2:].split("/"):
         part = raw.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict) and part in node:
+            where.append(part)
             node = node[part]
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            where.append(int(part))
             node = node[int(part)]
         else:
-            return False, None
-    return True, node
+            return None
+    return tuple(where), node
 
 
 def inline_refs(schema: Any, params: dict[str, Any]) -> tuple[Any, list[str]]:
@@ -43,12 +49,12 @@ def inline_refs(schema: Any, params: dict[str, Any]) -> tuple[Any, list[str]]:
         ref = node.get("$ref")
         if not isinstance(ref, str) or not ref.startswith(_PREFIX):
             return rest if "$ref" not in node else {**rest, "$ref": ref}
-        found, target = _target(params, ref)
-        if not found or ref in trail:
-            if found and ref not in stuck:
+        found = resolve_ref(params, ref)
+        if found is None or ref in trail:
+            if found is not None and ref not in stuck:
                 stuck.append(ref)
             return {**rest, "$ref": ref}
-        inlined = walk(target, trail | {ref})
+        inlined = walk(found[1], trail | {ref})
         return {"allOf": [inlined], **rest} if rest else inlined
 
     return walk(schema, frozenset()), stuck

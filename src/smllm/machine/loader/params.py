@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...recordclass import Record
 from ..model import ParamSpec
+from .inline import inline_refs, resolve_ref
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -197,24 +198,6 @@ def _walk_keywords(
     return deep
 
 
-def _resolve(params: dict[str, Any], ref: str) -> tuple[tuple[str | int, ...], Any] | None:
-    """(where, schema) of the schema `#/$defs/…` names inside `params`, or None: the JSON
-    Pointer's parts unescaped, a list's index as a number."""
-    where: list[str | int] = []
-    node: Any = params
-    for raw in ref[2:].split("/"):
-        part = raw.replace("~1", "/").replace("~0", "~")
-        if isinstance(node, dict) and part in node:
-            where.append(part)
-            node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-            where.append(int(part))
-            node = node[int(part)]
-        else:
-            return None
-    return tuple(where), node
-
-
 def _refs(schema: Any, path: tuple[str | int, ...], in_place: bool) -> list[tuple[Any, ...]]:
     """(where, ref, in place) of each `$ref` in `schema`; in place while only in-place
     applicators lead to it from the top of `schema`."""
@@ -248,7 +231,7 @@ def _ref_problems(params: dict[str, Any]) -> list[Problem]:
     Every one is reported, each at the `$ref` that is wrong or closes the loop."""
     out: list[Problem] = []
     found = _refs(params, (), False)
-    targets = {ref: _resolve(params, ref) for _, ref, _ in found}
+    targets = {ref: resolve_ref(params, ref) for _, ref, _ in found}
     for where, ref, _ in found:
         if targets[ref] is None:
             out.append(Problem(where, "EVT-1", f"{where[-1]} {ref} points at nothing in $defs"))
@@ -324,8 +307,6 @@ def _spec(
         import json
 
         if params is not None:  # the agent reads the schema with every $ref it can inlined
-            from .inline import inline_refs
-
             rest, stuck = inline_refs(rest, params)
             if stuck:
                 rest["$defs"] = params.get("$defs")
