@@ -165,7 +165,7 @@ def train_tokenizer(vocab_size: int = 8000) -> Any:
     import transformers
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from smllm.smi.install import install_tokens
+    from smllm.smi.vocab.install import install_tokens
 
     rng = random.Random(0)
     corpus = [text(rng, 50, 200) for _ in range(3000)]
@@ -191,7 +191,7 @@ def train_llama_tokenizer(vocab_size: int = 8000) -> Any:
     import transformers
     from tokenizers import Tokenizer, decoders, models, normalizers, trainers
 
-    from smllm.smi.install import install_tokens
+    from smllm.smi.vocab.install import install_tokens
 
     rng = random.Random(0)
     corpus = [text(rng, 50, 200) for _ in range(3000)]
@@ -227,9 +227,9 @@ def best_of(fn: Any, runs: int) -> float:
 def compile_report(n: int, runs: int) -> None:
     from smllm.smi.compile import Compiler
     from smllm.smi.convert import from_messages
-    from smllm.smi.encode import PlainEncoder
     from smllm.smi.render import pieces
     from smllm.smi.template import CHAT_TEMPLATE
+    from smllm.smi.vocab.encode import PlainEncoder
 
     heading(f"compile: {n} conversations, ByteLevel BPE (8k), best of {runs}")
     tok, ids = train_tokenizer()
@@ -286,9 +286,9 @@ def parser_figures(name: str, tok: Any, ids: Any, conversations_in: Any, runs: i
     from tokenizers.decoders import DecodeStream
 
     from smllm.smi.compile import Compiler
-    from smllm.smi.decode import Decoder, HFDecoder, decoder_for, piece_backend
-    from smllm.smi.encode import PlainEncoder
     from smllm.smi.parser import StreamParser
+    from smllm.smi.vocab.decode import Decoder, HFDecoder, decoder_for, piece_backend
+    from smllm.smi.vocab.encode import PlainEncoder
 
     compiler = Compiler(PlainEncoder.from_tokenizer(tok, ids), ids)
     streams = [c.ids for c in compiler.compile_batch(conversations_in)]
@@ -447,9 +447,9 @@ def runtime_report(turns: int, new_tokens: int, runs: int) -> None:
 
 def fuzz_report(n: int) -> None:
     from smllm.smi.compile import Compiler
-    from smllm.smi.encode import PlainEncoder
     from smllm.smi.stream import Block, Transmission
     from smllm.smi.tokens import TOKEN_TEXT, Kind, slot_text
+    from smllm.smi.vocab.encode import PlainEncoder
 
     heading(f"injection fuzz: {n:,} hostile payloads through the compiler")
     tok, ids = train_tokenizer()

@@ -144,7 +144,7 @@ class Installed(NamedTuple):
 
 def build_installed(family: str) -> Installed:
     """A fresh tokenizer of `family` with the 32 SMI tokens installed."""
-    from smllm.smi.install import install_tokens
+    from smllm.smi.vocab.install import install_tokens
 
     tok = build_tokenizer(family)
     return Installed(family, tok, install_tokens(tok))

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from smllm.smi.audit import HF_PATHS, RAW_PATHS, audit
-from smllm.smi.install import install_tokens
 from smllm.smi.tokens import BLOCK_SIZE, slot_text
+from smllm.smi.vocab.audit import HF_PATHS, RAW_PATHS, audit
+from smllm.smi.vocab.install import install_tokens
 
 SPLIT = "split_special_tokens=True"
 

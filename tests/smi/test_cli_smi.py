@@ -12,8 +12,8 @@ from conftest import smllm
 
 from smllm.smi.compile import Compiler
 from smllm.smi.convert import from_messages
-from smllm.smi.encode import PlainEncoder
 from smllm.smi.tokens import Kind
+from smllm.smi.vocab.encode import PlainEncoder
 
 from .conftest import Installed, build_installed, build_tokenizer
 
@@ -124,7 +124,7 @@ def test_compile_bytes_that_arent_utf8(work: tuple[Path, Installed]) -> None:
         (["plain.json"], "error: plain.json: the SMI tokens are not installed: <|ctrl|>, "
          "<|sys|>, <|dev|>, <|caps|>, <|usr|> and 27 more missing (install_tokens); pass "
          "--install to append them for this run, or save a tokenizer with them "
-         "(smllm.smi.install.install_tokens)\n"),
+         "(smllm.smi.vocab.install.install_tokens)\n"),
         (["garbage.json"], "error: garbage.json: not a tokenizer that can be read: "),
     ],
 )  # fmt: skip

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from smllm.smi.compile import IGNORE, Compiler, pad_batch
 from smllm.smi.convert import from_messages, from_native
-from smllm.smi.encode import InjectionError, PlainEncoder
 from smllm.smi.render import render_text
 from smllm.smi.stream import Block, SmiError, TokenRun, Transmission
 from smllm.smi.template import CHAT_TEMPLATE
 from smllm.smi.tokens import TOKEN_TEXT, Kind
+from smllm.smi.vocab.encode import InjectionError, PlainEncoder
 
 from .conftest import DECOY, WORDS, Installed
 

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
 
-from smllm.smi.encode import InjectionError, PlainEncoder, plain_backend
-from smllm.smi.install import install_tokens
 from smllm.smi.tokens import BLOCK_SIZE, TOKEN_TEXT, Kind, TokenIds, slot_text
+from smllm.smi.vocab.encode import InjectionError, PlainEncoder, plain_backend
+from smllm.smi.vocab.install import install_tokens
 
 FAMILIES = ("bytelevel", "metaspace_first", "metaspace_always", "wordpiece")
 FUZZ = settings(

@@ -12,8 +12,8 @@ import torch
 import transformers
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
-from smllm.smi.install import find_tokens, install_tokens
 from smllm.smi.tokens import BLOCK_SIZE, TOKEN_TEXT, Kind, TokenIds, slot_text
+from smllm.smi.vocab.install import find_tokens, install_tokens
 
 
 def test_fresh_install_appends_a_contiguous_atomic_special_block(any_tokenizer: Any) -> None:

@@ -15,13 +15,19 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, decoders
 
 from smllm.smi.compile import Compiler
-from smllm.smi.decode import HFDecoder, decoder_for, fast_step, piece_backend, vocabulary_table
-from smllm.smi.encode import PlainEncoder
-from smllm.smi.install import install_tokens
-from smllm.smi.metaspace import PieceDecoder, PieceTable, Shape, shape_of
 from smllm.smi.parser import parse_ids
 from smllm.smi.stream import Block, Transmission
 from smllm.smi.tokens import Kind
+from smllm.smi.vocab.decode import (
+    HFDecoder,
+    decoder_for,
+    fast_step,
+    piece_backend,
+    vocabulary_table,
+)
+from smllm.smi.vocab.encode import PlainEncoder
+from smllm.smi.vocab.install import install_tokens
+from smllm.smi.vocab.metaspace import PieceDecoder, PieceTable, Shape, shape_of
 
 from .conftest import CORPUS
 from .test_parser import SETTINGS

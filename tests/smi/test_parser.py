@@ -1,4 +1,4 @@
-"""The streaming parser (smllm.smi.parser) and its incremental decoders (smllm.smi.decode).
+"""The streaming parser (smllm.smi.parser) and its incremental decoders (smllm.smi.vocab.decode).
 
 Streams are built here the way the compiler builds them: structural ids, and each segment
 between them ("\\n" + payload + "\\n" inside a block, "\\n" after an EOT) encoded as plain
@@ -18,7 +18,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from smllm.smi.decode import BytesDecoder
 from smllm.smi.parser import (
     BlockEnd,
     BlockStart,
@@ -33,6 +32,7 @@ from smllm.smi.parser import (
 )
 from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
 from smllm.smi.tokens import BOS, EOS, MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
+from smllm.smi.vocab.decode import BytesDecoder
 
 SETTINGS = settings(
     max_examples=120,

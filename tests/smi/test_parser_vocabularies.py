@@ -15,18 +15,6 @@ from hypothesis import strategies as st
 from tokenizers import AddedToken, decoders
 
 from smllm.smi.compile import Compiler
-from smllm.smi.decode import (
-    BytesDecoder,
-    ByteTable,
-    Decoder,
-    HFDecoder,
-    PieceDecoder,
-    decoder_for,
-    piece_backend,
-    vocabulary_table,
-)
-from smllm.smi.encode import PlainEncoder
-from smllm.smi.metaspace import PieceTable
 from smllm.smi.parser import (
     ParseError,
     PayloadText,
@@ -37,7 +25,19 @@ from smllm.smi.parser import (
 from smllm.smi.render import render_text
 from smllm.smi.stream import Block, TokenRun, Transmission
 from smllm.smi.tokens import Kind, TokenIds
-from smllm.smi.trie import TrieEncoder
+from smllm.smi.vocab.decode import (
+    BytesDecoder,
+    ByteTable,
+    Decoder,
+    HFDecoder,
+    PieceDecoder,
+    decoder_for,
+    piece_backend,
+    vocabulary_table,
+)
+from smllm.smi.vocab.encode import PlainEncoder
+from smllm.smi.vocab.metaspace import PieceTable
+from smllm.smi.vocab.trie import TrieEncoder
 
 from .conftest import build_tokenizer
 from .test_parser import (

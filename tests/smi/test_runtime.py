@@ -26,12 +26,12 @@ from smllm.smi.backends.hf import HFBackend
 from smllm.smi.backends.scripted import ScriptedBackend
 from smllm.smi.budget import BudgetProcessor
 from smllm.smi.compile import Compiler
-from smllm.smi.decode import decoder_for
-from smllm.smi.encode import PlainEncoder
 from smllm.smi.parser import StreamParser
 from smllm.smi.runtime import Runtime, TurnResult
 from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
 from smllm.smi.tokens import MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
+from smllm.smi.vocab.decode import decoder_for
+from smllm.smi.vocab.encode import PlainEncoder
 
 from .conftest import build_installed
 from .test_backends import tiny_model

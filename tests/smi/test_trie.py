@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from smllm.smi.encode import InjectionError
 from smllm.smi.tokens import BLOCK_SIZE, TOKEN_TEXT, Kind, TokenIds, slot_text
-from smllm.smi.trie import END_OF_TEXT, SMI_BASE, TrieEncoder, default_vocab_path, load_vocab
+from smllm.smi.vocab.encode import InjectionError
+from smllm.smi.vocab.trie import END_OF_TEXT, SMI_BASE, TrieEncoder, default_vocab_path, load_vocab
 
 FUZZ = settings(max_examples=200, deadline=None)
 

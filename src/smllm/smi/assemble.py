@@ -8,13 +8,13 @@ from typing import Any
 
 from .backends import GREEDY, Sampler
 from .compile import Compiler
-from .decode import decoder_for
-from .encode import PlainEncoder
-from .install import find_tokens, install_tokens
 from .parser import StreamParser
 from .runtime import Runtime
 from .stream import Reasoning
 from .tokens import MODEL_SIDE, Kind
+from .vocab.decode import decoder_for
+from .vocab.encode import PlainEncoder
+from .vocab.install import find_tokens, install_tokens
 
 __all__ = ["hf_runtime"]
 

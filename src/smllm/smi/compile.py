@@ -23,7 +23,7 @@ __all__ = ["IGNORE", "Compiled", "Compiler", "Encoder", "pad_batch"]
 #: the label of a position that isn't a training target (PyTorch's cross-entropy default)
 IGNORE = -100
 #: the modules whose encoders (exactly these classes) check every result they return
-_CHECKING_ENCODERS = frozenset({"smllm.smi.encode", "smllm.smi.trie"})
+_CHECKING_ENCODERS = frozenset({"smllm.smi.vocab.encode", "smllm.smi.vocab.trie"})
 
 
 class Encoder(Protocol):

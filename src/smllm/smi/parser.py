@@ -29,9 +29,9 @@ from collections.abc import Callable, Collection, Container, Iterable, Mapping, 
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .decode import Decoder, fast_step
 from .stream import Block, Part, Reasoning, SmiError, TokenRun, Transmission, check
 from .tokens import MODEL_SIDE, Kind, TokenIds, slot_text
+from .vocab.decode import Decoder, fast_step
 
 __all__ = [
     "BlockEnd",

@@ -12,8 +12,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from ..tokens import TokenIds
 from .decode import Decoder, decoder_for
-from .tokens import TokenIds
 
 __all__ = ["RWKV_WORLD", "Vocabulary", "load_vocabulary"]
 
@@ -56,7 +56,7 @@ def load_vocabulary(spec: str, *, install: bool = False) -> Vocabulary:
         if not install:
             raise ValueError(
                 f"{spec}: {exc}; pass --install to append them for this run, or save a "
-                "tokenizer with them (smllm.smi.install.install_tokens)"
+                "tokenizer with them (smllm.smi.vocab.install.install_tokens)"
             ) from None
         ids = install_tokens(tokenizer)
         installed = True

@@ -43,8 +43,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..tokens import TokenIds
 from .install import backend_of
-from .tokens import TokenIds
 
 __all__ = ["InjectionError", "PlainEncoder", "plain_backend"]
 

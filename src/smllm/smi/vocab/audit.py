@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..tokens import BLOCK_SIZE, TokenIds, slot_text
 from .encode import InjectionError, PlainEncoder
 from .install import backend_of, find_tokens
-from .tokens import BLOCK_SIZE, TokenIds, slot_text
 
 __all__ = ["AddedTokenAudit", "AuditReport", "audit"]
 

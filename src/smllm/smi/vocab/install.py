@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .tokens import BLOCK_SIZE, BOS, EOS, TokenIds, slot_text
+from ..tokens import BLOCK_SIZE, BOS, EOS, TokenIds, slot_text
 
 __all__ = ["backend_of", "find_tokens", "install_tokens"]
 

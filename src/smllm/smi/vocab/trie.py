@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..tokens import TokenIds, slot_text
 from .encode import InjectionError
-from .tokens import TokenIds, slot_text
 
 __all__ = [
     "END_OF_TEXT",
