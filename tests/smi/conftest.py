@@ -9,12 +9,21 @@ vocabulary's tool tag: `split_special_tokens=True` still matches it):
   and decoder, `prepend_scheme` "first" / "always" (the leading-`▁` artefacts);
 - `wordpiece`: BERT-style WordPiece (BertNormalizer lowercasing, Whitespace pre-tokenizer).
 
+Two more, built by `build_tokenizer` too but not in `FAMILIES` (so the tests parametrised over
+`family` keep their four): `neox` (`build_neox`), GPT-NeoX-style ByteLevel BPE (Pythia, Mamba)
+with NeoX's added tokens: `<|endoftext|>` and `<|padding|>` special, and the 23 *content*
+whitespace runs (2..24 spaces, non-special, `normalized=True`) exactly as GPT-NeoX-20B's
+tokenizer.json has them; and `llama` (`build_llama`), Llama-style SentencePiece BPE (Metaspace
+`first` without splitting, byte fallback over `<0x00>`…`<0xFF>`, `<unk>`/`<s>`/`</s>` special).
+`ALL_FAMILIES` names all six.
+
 Training runs once per session (`_trained`); every fixture hands out a fresh tokenizer built
 from the trained JSON, so a test that installs tokens never changes another test's tokenizer.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -42,7 +51,10 @@ except ImportError as exc:  # no skips: say how to get them
     ) from exc
 
 FAMILIES = ("bytelevel", "metaspace_first", "metaspace_always", "wordpiece")
+ALL_FAMILIES = (*FAMILIES, "neox", "llama")
 DECOY = "<tool_call>"
+#: GPT-NeoX-20B's content added tokens: runs of 24 down to 2 spaces, ids counting up
+NEOX_SPACE_RUNS = tuple(" " * n for n in range(24, 1, -1))
 
 #: a small varied corpus: English, code, JSON, paths, numbers, non-ASCII (é, 漢字, emoji)
 CORPUS_LINES = [
@@ -71,6 +83,13 @@ CORPUS_LINES = [
     "question? answer! (parenthesis) [brackets] {braces} 'quotes' \"double\" `tick`",
 ]
 CORPUS = CORPUS_LINES * 3
+
+#: indented code, so the NeoX-style vocabulary learns what its whitespace tokens sit next to
+CODE_LINES = [
+    "class Box:\n    def __init__(self, size):\n        self.size = size\n",
+    "        if size > 2:\n            return  size\n        else:\n            pass\n",
+    "x  =  1\ny   =   2\n                z = x + y\n",
+]
 
 #: words, pieces and separators to build trusted payloads from (no marker strings in them)
 WORDS = sorted({w for line in CORPUS_LINES for w in line.split()})
@@ -105,9 +124,36 @@ def _train(family: str) -> str:
         trainer = trainers.WordPieceTrainer(
             vocab_size=600, special_tokens=["[UNK]", "[SEP]"], show_progress=False
         )
+    elif family == "neox":  # GPT-NeoX-20B: NFC, ByteLevel (no prefix space), ids 0/1 special
+        tok = Tokenizer(models.BPE())
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=800,
+            special_tokens=["<|endoftext|>", "<|padding|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+    elif family == "llama":  # Llama (legacy=False): Metaspace "first", unsplit, byte fallback
+        tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+        tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first", split=False)
+        tok.decoder = decoders.Sequence(
+            [
+                decoders.Replace("▁", " "),
+                decoders.ByteFallback(),
+                decoders.Fuse(),
+                decoders.Strip(" ", 1, 0),
+            ]
+        )
+        trainer = trainers.BpeTrainer(
+            vocab_size=600,
+            special_tokens=["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256))],
+            show_progress=False,
+        )
     else:
         raise ValueError(f"no tokenizer family {family!r}")
-    tok.train_from_iterator(CORPUS, trainer=trainer)
+    tok.train_from_iterator(CORPUS + CODE_LINES * 3, trainer=trainer)
     return str(tok.to_str())
 
 
@@ -125,15 +171,56 @@ _SPECIALS = {
     "metaspace_first": ("<unk>", "</s>"),
     "metaspace_always": ("<unk>", "</s>"),
     "wordpiece": ("[UNK]", "[SEP]"),
+    "neox": ("<|endoftext|>", "<|endoftext|>"),
+    "llama": ("<unk>", "</s>"),
 }
+
+
+def _added_like_the_family(family: str, raw: Tokenizer) -> None:
+    """The added tokens the real family has on top of its trained vocabulary."""
+    if family == "neox":
+        # as in GPT-NeoX-20B's tokenizer.json: special: false, normalized: true, no stripping
+        raw.add_tokens(
+            [
+                AddedToken(run, special=False, normalized=True, lstrip=False, rstrip=False)
+                for run in NEOX_SPACE_RUNS
+            ]
+        )
+    elif family == "llama":
+        # Llama's byte tokens are regular vocabulary; training made them "special" added tokens
+        data = json.loads(raw.to_str())
+        data["added_tokens"] = [
+            t for t in data["added_tokens"] if not t["content"].startswith("<0x")
+        ]
+        rebuilt = Tokenizer.from_str(json.dumps(data))
+        raw.__setstate__(rebuilt.__getstate__())
 
 
 def build_tokenizer(family: str) -> transformers.PreTrainedTokenizerFast:
     """A fresh tokenizer of `family` (trained once per session), with the decoy added."""
     raw = Tokenizer.from_str(_trained(family))
+    _added_like_the_family(family, raw)
     raw.add_tokens([AddedToken(DECOY, special=False)])
     unk, eos = _SPECIALS[family]
+    if family == "neox":
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=raw, unk_token=unk, eos_token=eos, pad_token="<|padding|>"
+        )
+    if family == "llama":
+        return transformers.PreTrainedTokenizerFast(
+            tokenizer_object=raw, unk_token=unk, eos_token=eos, bos_token="<s>"
+        )
     return transformers.PreTrainedTokenizerFast(tokenizer_object=raw, unk_token=unk, eos_token=eos)
+
+
+def build_neox() -> transformers.PreTrainedTokenizerFast:
+    """A fresh GPT-NeoX-style tokenizer (module docstring), decoy added, no SMI tokens."""
+    return build_tokenizer("neox")
+
+
+def build_llama() -> transformers.PreTrainedTokenizerFast:
+    """A fresh Llama-style tokenizer (module docstring), decoy added, no SMI tokens."""
+    return build_tokenizer("llama")
 
 
 class Installed(NamedTuple):
@@ -180,6 +267,18 @@ def metaspace_always() -> transformers.PreTrainedTokenizerFast:
 @pytest.fixture
 def wordpiece() -> transformers.PreTrainedTokenizerFast:
     return build_tokenizer("wordpiece")
+
+
+@pytest.fixture
+def neox() -> transformers.PreTrainedTokenizerFast:
+    """GPT-NeoX-style (Pythia, Mamba): whitespace-run content tokens, decoy, no SMI tokens."""
+    return build_neox()
+
+
+@pytest.fixture
+def llama() -> transformers.PreTrainedTokenizerFast:
+    """Llama-style (Metaspace, byte fallback): decoy, no SMI tokens."""
+    return build_llama()
 
 
 @pytest.fixture(params=FAMILIES)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from helpers.smi_runtime import tiny_model
 
 from smllm.smi.assemble import hf_runtime
 from smllm.smi.backends import Sampler
@@ -12,7 +13,6 @@ from smllm.smi.stream import Block, Transmission
 from smllm.smi.tokens import MODEL_SIDE, Kind
 
 from .conftest import build_installed, build_tokenizer
-from .test_backends import tiny_model
 
 ASK = Transmission.of(
     [

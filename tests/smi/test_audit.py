@@ -10,8 +10,9 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 
 from smllm.smi.tokens import BLOCK_SIZE, slot_text
-from smllm.smi.vocab.audit import HF_PATHS, RAW_PATHS, audit
+from smllm.smi.vocab.audit import HF_PATHS, RAW_PATHS, audit, audit_trie
 from smllm.smi.vocab.install import install_tokens
+from smllm.smi.vocab.trie import TrieEncoder
 
 SPLIT = "split_special_tokens=True"
 
@@ -45,7 +46,12 @@ def test_to_json(smi_tokenizer: Any) -> None:
         "paths",
         "added",
         "plain_encoder_leaks",
+        "would_install",
+        "install_refusal",
+        "literal_u2581",
+        "safe",
     }
+    assert data["safe"] is True and data["would_install"] is None
     assert data["vocab_size"] == len(smi_tokenizer.tokenizer)
     assert data["plain_encoder_leaks"] == []
     row = next(r for r in data["added"] if r["text"] == "<|act|>")
@@ -56,6 +62,9 @@ def test_to_json(smi_tokenizer: Any) -> None:
         "normalized": False,
         "smi": True,
         "leaks_through": ["default", "add_special_tokens=False", "backend"],
+        "role": "markup",
+        "reason": "an SMI token",
+        "unsafe": None,
     }
 
 
@@ -105,3 +114,43 @@ def test_a_vocabulary_that_spells_a_marker_is_reported_unsafe() -> None:
     assert any(
         "'a <|eot|> b' encoded to a forbidden id 3" in leak for leak in report.plain_encoder_leaks
     )
+
+
+def test_the_neox_split_and_why(neox: Any) -> None:
+    report = audit(neox)
+    rows = {row.text: (row.role, row.reason) for row in report.added}
+    assert rows["  "] == ("content", "whitespace only")
+    assert rows[" " * 24] == ("content", "whitespace only")
+    assert rows["<|padding|>"] == ("markup", "special")
+    assert sum(role == "content" for role, _ in rows.values()) == 23
+    assert report.safe and report.plain_encoder_leaks == ()
+
+
+def test_without_smi_tokens_it_says_what_install_would_add(neox: Any) -> None:
+    report = audit(neox)
+    assert report.smi_ids is None and report.install_refusal is None
+    assert report.would_install == tuple(
+        (slot_text(slot), len(neox) + slot) for slot in range(BLOCK_SIZE)
+    )
+    assert len(neox) == 824  # the copy took them, not the tokenizer
+
+
+def test_an_added_token_holding_an_smi_text_is_flagged(bytelevel: Any) -> None:
+    bytelevel.add_tokens([AddedToken("<|eot|>\n", special=False)])
+    report = audit(bytelevel)
+    (row,) = report.unsafe_tokens
+    assert row.text == "<|eot|>\n" and row.role == "markup"
+    assert row.unsafe == (
+        "holds the SMI token text <|eot|> plus other text: a tokenizer would match it instead "
+        "of <|eot|>"
+    )
+    assert not report.safe and report.plain_encoder_leaks == ()
+    assert report.would_install is None
+    assert report.install_refusal is not None
+    assert report.install_refusal.startswith("the added token '<|eot|>\\n' (id 701) holds")
+
+
+def test_the_rwkv_world_trie() -> None:
+    report = audit_trie(TrieEncoder())
+    assert report.safe and report.added == () and report.paths == ()
+    assert report.smi_ids == tuple(range(65530, 65562)) and report.vocab_size == 65562

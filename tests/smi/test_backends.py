@@ -26,82 +26,16 @@ except ImportError as exc:  # no skips: say how to get them
         "pip install 'torch==2.13.0' 'transformers==5.24.0'"
     ) from exc
 
+from helpers.smi_runtime import IDS, VOCAB, shared_model
+
 from smllm.smi.backends import GREEDY, Backend, Sampler
 from smllm.smi.backends.hf import HFBackend
 from smllm.smi.backends.scripted import ScriptedBackend
-from smllm.smi.tokens import TokenIds
 
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
 
 FAMILIES = ("mamba", "mamba2", "rwkv", "gpt2", "llama")
-#: a toy vocabulary: 64 "text" ids, then the SMI block
-TEXT_VOCAB = 64
-IDS = TokenIds.contiguous(TEXT_VOCAB)
-VOCAB = TEXT_VOCAB + 32
-
-
-def tiny_model(family: str, vocab: int = VOCAB, seed: int = 0) -> Any:
-    """A random-initialised tiny causal LM of `family` (the same weights for the same seed)."""
-    torch.manual_seed(seed)
-    t = transformers
-    if family == "mamba":
-        model = t.MambaForCausalLM(
-            t.MambaConfig(vocab_size=vocab, hidden_size=32, num_hidden_layers=2, state_size=8)
-        )
-    elif family == "mamba2":
-        config = t.Mamba2Config(
-            vocab_size=vocab,
-            hidden_size=32,
-            num_hidden_layers=2,
-            state_size=8,
-            num_heads=4,
-            head_dim=16,
-            n_groups=1,
-            expand=2,
-            chunk_size=16,
-        )
-        model = t.Mamba2ForCausalLM(config)
-    elif family == "rwkv":
-        config = t.RwkvConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            num_hidden_layers=2,
-            attention_hidden_size=32,
-            intermediate_size=64,
-            context_length=4096,
-        )
-        model = t.RwkvForCausalLM(config)
-    elif family == "gpt2":
-        config = t.GPT2Config(
-            vocab_size=vocab, n_embd=32, n_layer=2, n_head=2, n_positions=4096, bos_token_id=0
-        )
-        config.eos_token_id = 0
-        model = t.GPT2LMHeadModel(config)
-    elif family == "llama":
-        config = t.LlamaConfig(
-            vocab_size=vocab,
-            hidden_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=2,
-            intermediate_size=64,
-            max_position_embeddings=4096,
-        )
-        model = t.LlamaForCausalLM(config)
-    else:
-        raise ValueError(family)
-    return model.eval()
-
-
-_MODELS: dict[str, Any] = {}
-
-
-def shared_model(family: str) -> Any:
-    """One model per family for the whole test session (read-only use only)."""
-    if family not in _MODELS:
-        _MODELS[family] = tiny_model(family)
-    return _MODELS[family]
 
 
 def full_logits(model: Any, ids: list[int]) -> Any:

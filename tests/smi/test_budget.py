@@ -5,20 +5,18 @@ test itself, not read back from the processor."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import torch
+from helpers.smi_runtime import IDS, TEXT_VOCAB, VOCAB, shared_model, think_payload
 
 from smllm.smi.backends import GREEDY, Sampler
 from smllm.smi.backends.hf import HFBackend
 from smllm.smi.backends.scripted import ScriptedBackend
-from smllm.smi.budget import BudgetProcessor, Phase
+from smllm.smi.budget import BudgetProcessor, Characters, Phase
 from smllm.smi.stream import Reasoning
-from smllm.smi.tokens import RUNTIME_SIDE, Kind, TokenIds
-
-from .test_backends import IDS, VOCAB, shared_model
+from smllm.smi.tokens import RUNTIME_SIDE, Kind
 
 THINK, OUT, ACT, EOT = IDS[Kind.THINK], IDS[Kind.OUT], IDS[Kind.ACT], IDS[Kind.EOT]
 RUNTIME_IDS = {IDS[k] for k in RUNTIME_SIDE}
@@ -29,18 +27,6 @@ TEXT = 5
 
 def fixed(n: int | None) -> Reasoning:
     return Reasoning("fixed", "medium", n)
-
-
-def think_payload(generated: Sequence[int], ids: TokenIds = IDS) -> int:
-    """THINK payload ids in a generated turn, counted independently of the processor."""
-    count, inside = 0, False
-    for i in generated:
-        kind = ids.kind_of(i)
-        if kind is not None:
-            inside = kind is Kind.THINK
-        elif inside:
-            count += 1
-    return count
 
 
 def feed_all(budget: BudgetProcessor, ids: list[int]) -> None:
@@ -155,10 +141,10 @@ def test_scripted_think_forever_never_exceeds_the_budget(max_tokens: int) -> Non
         for seed in range(40 if not sampler.greedy else 1):
             budget = BudgetProcessor(IDS, fixed(max_tokens))
             out = generate(backend, budget, sampler, sampler.rng(seed), PROMPT, 40)
-            assert think_payload(out) <= max_tokens
+            assert think_payload(out, IDS) <= max_tokens
             assert not NEVER & set(out)
             if sampler.greedy:  # greedy wants THINK whenever it may: the budget is reached
-                assert think_payload(out) == max_tokens
+                assert think_payload(out, IDS) == max_tokens
                 assert out.count(THINK) == max_tokens  # one payload id per THINK block
     disabled = generate(
         backend, BudgetProcessor(IDS, Reasoning("disabled")), GREEDY, None, PROMPT, 40
@@ -181,8 +167,8 @@ def test_tiny_random_models_under_sampling_keep_the_budget(family: str) -> None:
         if reasoning.mode == "disabled":
             assert THINK not in out
         else:
-            assert think_payload(out) <= max_tokens
-            reached += think_payload(out) == max_tokens and max_tokens > 0
+            assert think_payload(out, IDS) <= max_tokens
+            reached += think_payload(out, IDS) == max_tokens and max_tokens > 0
     assert reached >= 2  # the limit was really met, not only never approached
 
 
@@ -209,7 +195,7 @@ def test_hf_generate_with_the_budget_as_a_logits_processor() -> None:
             adapter.finish(out)
             new = out[0, len(PROMPT) :].tolist()
             assert new[0] in (THINK, OUT, ACT) and not NEVER & set(new)
-            assert think_payload(new) <= 2
+            assert think_payload(new, IDS) <= 2
             assert budget.generated == len(new)
     budget = BudgetProcessor(IDS, fixed(5))
     sequence = torch.tensor([PROMPT])
@@ -228,4 +214,69 @@ def test_hf_generate_with_the_budget_as_a_logits_processor() -> None:
             break
     new = sequence[0, len(PROMPT) :].tolist()
     assert budget.generated == len(new)
-    assert budget.think_tokens == think_payload(new) <= 5
+    assert budget.think_tokens == think_payload(new, IDS) <= 5
+
+
+# -- a cut on a whole character ---------------------------------------------------------------
+
+#: a toy vocabulary's bytes: the emoji 😀 (F0 9F 98 80) byte by byte, whole, and "a"
+PIECES = {1: b"\xf0", 2: b"\x9f", 3: b"\x98", 4: b"\x80", 5: b"a", 6: "😀".encode()}
+
+
+def toy_bytes(token_id: int) -> bytes:
+    if token_id >= TEXT_VOCAB:
+        raise ValueError("a structural id")
+    return PIECES.get(token_id, b"b")
+
+
+def test_each_ids_utf8_shape() -> None:
+    shape = Characters.shape_of
+    assert shape("漢".encode()[:2]) == (0, 1, False, False)
+    assert shape(b"\xa2") == (1, 0, True, False)
+    assert shape(b"\xa2\xa2abc") == (2, 0, False, False)
+    assert shape(b"a\xf0\x9f") == (0, 2, False, False)
+    assert shape(b"\xff")[3] and shape(b"\xe6a")[3] and shape(b"a\x80")[3]
+    chars = Characters(toy_bytes, VOCAB)
+    assert chars.horizon == 3 and chars.complete == [0, 1, 2, 3]  # one byte an id
+    never = Characters(lambda i: b"\xf0" if i == 1 else b"a", 4)
+    assert never.horizon == 0 and never.complete[3] > 3  # nothing completes a character
+
+
+def think_bytes(budget: BudgetProcessor, wishes: list[int], steps: int) -> tuple[bytes, int]:
+    """A model that wants to think `wishes` over and over: the first allowed wish, else the
+    lowest allowed id; the THINK bytes and THINK ids generated. The mask `apply` makes and
+    `allows` agree at every step."""
+    data, count = b"", 0
+    budget.observe(THINK)
+    for step in range(steps):
+        masked = budget.apply(torch.zeros(VOCAB))
+        allowed = [i for i in range(VOCAB) if budget.allows(i)]
+        assert allowed == [i for i in range(VOCAB) if masked[i] == 0]
+        wish = wishes[step % len(wishes)]
+        token = wish if wish in allowed else allowed[0]
+        budget.observe(token)
+        if budget.phase is not Phase.THINK:
+            break
+        data, count = data + toy_bytes(token), count + 1
+    return data, count
+
+
+def test_think_ends_on_a_whole_character_and_within_its_budget() -> None:
+    emoji_by_bytes = [1, 2, 3, 4]
+    for limit in range(1, 10):
+        chars = Characters(toy_bytes, VOCAB)
+        data, count = think_bytes(
+            BudgetProcessor(IDS, fixed(limit), characters=chars), emoji_by_bytes, 12
+        )
+        assert count <= limit
+        data.decode("utf-8")  # strict: no part of a character left
+        assert count >= limit - 3  # the cut came near the limit, not far before it
+    # without the table, a cut breaks the emoji
+    data, count = think_bytes(BudgetProcessor(IDS, fixed(2)), emoji_by_bytes, 12)
+    assert count == 2 and data == b"\xf0\x9f"
+    # mid-character, THINK can't be left (the model chose to stop: it finishes the character)
+    budget = BudgetProcessor(IDS, fixed(None), characters=Characters(toy_bytes, VOCAB))
+    feed_all(budget, [THINK, 1, 2])
+    assert budget.owed == 2 and not budget.allows(OUT) and not budget.allows(ACT)
+    feed_all(budget, [3, 4])
+    assert budget.owed == 0 and budget.allows(OUT)

@@ -18,6 +18,7 @@ from smllm.smi.caps import (
     Capabilities,
     Ledger,
     Refusal,
+    SessionInfo,
     answer_acts,
     check_act,
     obs_block,
@@ -366,7 +367,7 @@ def test_a_schema_with_a_remote_ref_is_never_fetched() -> None:
 def test_the_policy_has_the_last_say() -> None:
     calls: list[Action] = []
 
-    def deny_git(action: Action, caps: Capabilities) -> Refusal | None:
+    def deny_git(action: Action, session: SessionInfo) -> Refusal | None:
         calls.append(action)
         if "git" in action.arguments.get("command", ""):
             return Refusal("permission_denied", "no git here")
@@ -385,10 +386,10 @@ def test_the_policy_has_the_last_say() -> None:
 
 
 def test_a_broken_policy_denies() -> None:
-    def broken(action: Action, caps: Capabilities) -> Refusal | None:
+    def broken(action: Action, session: SessionInfo) -> Refusal | None:
         raise RuntimeError("boom")
 
-    def wrong(action: Action, caps: Capabilities) -> Any:
+    def wrong(action: Action, session: SessionInfo) -> Any:
         return True
 
     for policy in (broken, wrong):
@@ -508,13 +509,13 @@ class Spy:
     def __init__(self) -> None:
         self.ran: list[Action] = []
 
-    def __call__(self, action: Action) -> Any:
+    def __call__(self, action: Action, session: SessionInfo) -> tuple[bool, Any]:
         self.ran.append(action)
         if action.name == "read_file" and action.arguments["path"] == "missing":
-            return Refusal("not_found", "no such file")
+            return False, Refusal("not_found", "no such file")
         if action.name == "read_file" and action.arguments["path"] == "crash":
             raise OSError("disk on fire")
-        return f"ran {action.id}"
+        return True, f"ran {action.id}"
 
 
 def test_refused_acts_never_reach_the_runner() -> None:
@@ -531,7 +532,7 @@ def test_refused_acts_never_reach_the_runner() -> None:
         Block.of("act", TokenRun((7, 8))),  # raw without declared actions
     ]
 
-    def policy(action: Action, caps: Capabilities) -> Refusal | None:
+    def policy(action: Action, session: SessionInfo) -> Refusal | None:
         return Refusal("policy_denied", "no pushing") if "push" in str(action.arguments) else None
 
     spy, ledger = Spy(), Ledger()

@@ -8,18 +8,21 @@ import random
 from typing import Any
 
 import pytest
+from helpers.smi_conversations import random_conversation, random_messages
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from smllm.smi.compile import IGNORE, Compiler, pad_batch
 from smllm.smi.convert import from_messages, from_native
+from smllm.smi.parser import ParseError, parse_ids
 from smllm.smi.render import render_text
-from smllm.smi.stream import Block, SmiError, TokenRun, Transmission
+from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
 from smllm.smi.template import CHAT_TEMPLATE
 from smllm.smi.tokens import TOKEN_TEXT, Kind
+from smllm.smi.vocab.decode import decoder_for
 from smllm.smi.vocab.encode import InjectionError, PlainEncoder
 
-from .conftest import DECOY, WORDS, Installed
+from .conftest import DECOY, Installed
 
 
 def compiler_for(installed: Installed) -> Compiler:
@@ -177,49 +180,6 @@ def test_batches_equal_one_by_one_and_pad(smi_tokenizer: Installed) -> None:
         pad_batch(batch, 0, side="middle")
 
 
-def random_text(rng: random.Random) -> str:
-    words = [rng.choice(WORDS) for _ in range(rng.randint(0, 8))]
-    seps = ["", " ", "\n", "  ", "\n\n", " \n", ". "]
-    return "".join(w + rng.choice(seps) for w in words)
-
-
-def random_messages(rng: random.Random) -> tuple[list[dict[str, Any]], list[Any] | None]:
-    """OpenAI-style messages of every role and content form, random text from the corpus;
-    sometimes the model speaks first, sometimes tool results come before a new user message."""
-    messages: list[dict[str, Any]] = []
-    if rng.random() < 0.7:
-        messages.append({"role": "system", "content": random_text(rng)})
-    if rng.random() < 0.4:
-        messages.append({"role": "developer", "content": random_text(rng)})
-    if rng.random() < 0.15:
-        messages.insert(0, {"role": "assistant", "content": "Hello."})
-    for turn in range(rng.randint(1, 3)):
-        content: Any = random_text(rng)
-        if rng.random() < 0.3:
-            content = [{"type": "text", "text": random_text(rng)} for _ in range(2)]
-        messages.append({"role": "user", "content": content})
-        reply: dict[str, Any] = {"role": "assistant", "content": random_text(rng) or "ok"}
-        if rng.random() < 0.5:
-            reply["reasoning_content"] = random_text(rng)
-        calls = [
-            {"id": f"c{turn}{n}", "function": {"name": rng.choice(WORDS), "arguments": {"x": n}}}
-            for n in range(rng.randint(0, 2))
-        ]
-        if calls:
-            reply["tool_calls"] = calls
-        messages.append(reply)
-        for call in calls:
-            messages.append(
-                {"role": "tool", "tool_call_id": call["id"], "content": random_text(rng)}
-            )
-    tools = [{"type": "function", "function": {"name": "read", "parameters": {}}}]
-    return messages, (tools if rng.random() < 0.6 else None)
-
-
-def random_conversation(rng: random.Random) -> list[Transmission]:
-    return from_messages(*random_messages(rng))
-
-
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -231,7 +191,7 @@ def test_template_ids_equal_the_compilers(smi_tokenizer: Installed, seed: int) -
     tok.chat_template = CHAT_TEMPLATE
     rng = random.Random(seed)
     messages, tools = random_messages(rng)
-    ctrl = {"reasoning": {"mode": "adaptive", "effort": "low", "max_tokens": 10}}
+    ctrl = {"reasoning": {"mode": "adaptive", "effort": "low", "max_tokens": 1000}}
     ctrl = ctrl if rng.random() < 0.5 else None
     rendered = tok.apply_chat_template(messages, tools=tools, smi_ctrl=ctrl, tokenize=False)
     expected = from_messages(messages, tools, ctrl)
@@ -240,3 +200,109 @@ def test_template_ids_equal_the_compilers(smi_tokenizer: Installed, seed: int) -
         messages, tools=tools, smi_ctrl=ctrl, tokenize=True, return_dict=False
     )
     assert list(ids) == compiler_for(smi_tokenizer).compile(expected).ids
+
+
+# -- THINK against ctrl.reasoning.max_tokens -----------------------------------------------------
+
+
+def thinking(limit: int | None, *thoughts: str) -> list[Transmission]:
+    """A CTRL (max_tokens `limit`; no CTRL for None), a question, then one model transmission
+    with a THINK block per thought and an answer."""
+    ctrl = {"reasoning": {"mode": "fixed", "max_tokens": limit}}
+    runtime = ([Block.of("ctrl", ctrl)] if limit is not None else []) + [Block.of("usr", "Why?")]
+    model = [Block.of("think", t) for t in thoughts] + [Block.of("out", "Because.")]
+    return [Transmission.of(runtime), Transmission.of(model)]
+
+
+def think_ids(compiled_ids: list[int], installed: Installed) -> int:
+    """THINK ids counted as the parser and the budget count them: every id after a <|think|>
+    up to the next structural id."""
+    count, inside = 0, False
+    for token_id in compiled_ids:
+        if token_id in installed.ids.structural:
+            inside = token_id == installed.ids[Kind.THINK]
+        elif inside:
+            count += 1
+    return count
+
+
+def test_a_think_longer_than_max_tokens_is_refused_at_compile(smi_tokenizer: Installed) -> None:
+    """The boundary: exactly max_tokens THINK ids compile and parse back; one more is refused
+    by the compiler, with both numbers, where a strict parser would refuse it too."""
+    compiler = compiler_for(smi_tokenizer)
+    thought = "Read it first."
+    plain = compiler.compile(thinking(None, thought)).ids
+    count = think_ids(plain, smi_tokenizer)
+    assert count >= 3
+    at_limit = compiler.compile(thinking(count, thought))
+    decoder = decoder_for(smi_tokenizer.tokenizer)
+    assert len(parse_ids(at_limit.ids, smi_tokenizer.ids, decoder)) == 2
+    assert think_ids(at_limit.ids, smi_tokenizer) == count
+    with pytest.raises(SmiError) as caught:
+        compiler.compile(thinking(count - 1, thought))
+    assert str(caught.value) == (
+        f"transmission 2, block 1: its THINK blocks hold {count} ids (every id after "
+        f'<|think|>, the framing "\\n" included), more than ctrl.reasoning.max_tokens '
+        f"({count - 1}): shorten the reasoning or raise max_tokens"
+    )
+    assert (caught.value.transmission, caught.value.block) == (1, 0)
+    # what the compiler refused is what the strict parser refuses: the same THINK, that limit
+    below = Reasoning("fixed", None, count - 1)
+    with pytest.raises(ParseError, match=rf"more than ctrl.reasoning.max_tokens \({count - 1}\)"):
+        parse_ids(plain, smi_tokenizer.ids, decoder, reasoning=below)
+    lenient = Compiler(compiler.encoder, smi_tokenizer.ids, strict=False)
+    with pytest.raises(SmiError, match="its THINK blocks hold"):  # a budget rule, as disabled is
+        lenient.compile(thinking(count - 1, thought))
+
+
+def test_all_think_blocks_of_a_transmission_count_together(smi_tokenizer: Installed) -> None:
+    compiler = compiler_for(smi_tokenizer)
+    first, second = (
+        think_ids(compiler.compile(thinking(None, t)).ids, smi_tokenizer) for t in ("a b", "c d")
+    )
+    compiler.compile(thinking(first + second, "a b", "c d"))
+    with pytest.raises(SmiError) as caught:
+        compiler.compile(thinking(first + second - 1, "a b", "c d"))
+    # the limit is passed in the second THINK block: that block is named
+    assert (caught.value.transmission, caught.value.block) == (1, 1)
+    assert f"hold {first + second} ids" in str(caught.value)
+    # a new transmission starts a new count, and a limit set later applies from then on
+    again = [*thinking(first, "a b"), Transmission.of([Block.of("usr", "More?")])]
+    again.append(Transmission.of([Block.of("think", "a b"), Block.of("out", "ok")]))
+    compiler.compile(again)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 2**32 - 1), limit=st.integers(0, 24))
+def test_the_compiler_accepts_exactly_what_the_parser_accepts(
+    smi_tokenizer: Installed, seed: int, limit: int
+) -> None:
+    """Over random conversations: compiling with a CTRL max_tokens succeeds exactly when a
+    strict parser under that limit reads the same conversation's ids, and what compiles
+    parses back (no tools: WordPiece can't carry a CAPS or CTRL payload's JSON back, it
+    lowercases and spaces it)."""
+    compiler = compiler_for(smi_tokenizer)
+    messages, _ = random_messages(random.Random(seed))
+    tools = None
+    decoder = decoder_for(smi_tokenizer.tokenizer)
+    # the same model transmissions, no CTRL: the parser gets the limit from the start
+    plain = compiler.compile(from_messages(messages, tools)).ids
+    try:
+        parse_ids(plain, smi_tokenizer.ids, decoder, reasoning=Reasoning("fixed", None, limit))
+    except ParseError as exc:
+        assert "max_tokens" in str(exc)
+        parser_accepts = False
+    else:
+        parser_accepts = True
+    ctrl = {"reasoning": {"mode": "fixed", "max_tokens": limit}}
+    try:
+        compiled = compiler.compile(from_messages(messages, tools, ctrl))
+    except SmiError as exc:
+        assert "its THINK blocks hold" in str(exc)
+        assert not parser_accepts
+    else:
+        assert parser_accepts
+        if smi_tokenizer.family != "wordpiece":  # (its CTRL JSON doesn't come back, above)
+            parse_ids(compiled.ids, smi_tokenizer.ids, decoder)  # strict: no error

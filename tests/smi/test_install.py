@@ -224,3 +224,25 @@ def test_a_model_smaller_than_the_tokenizer_gets_mean_rows_for_every_new_row(
     assert _rows(model) == len(tok)
     assert torch.allclose(weight[ids.ids[0] :], old.mean(dim=0).expand(BLOCK_SIZE, -1))
     assert torch.equal(weight[: ids.ids[0]], old)
+
+
+@pytest.mark.parametrize("text", ["<|eot|>\n", "x<|act|>", " <|reserved_20|>"])
+def test_an_added_token_holding_an_smi_text_plus_more_is_refused(bytelevel: Any, text: str) -> None:
+    """The full tokenizer would match it instead of the SMI token: the rendered text and the
+    compiled ids would disagree."""
+    bytelevel.add_tokens([AddedToken(text, special=False)])
+    token_id = bytelevel.convert_tokens_to_ids(text)
+    inside = text.strip(" \nx")
+    with pytest.raises(ValueError) as caught:
+        install_tokens(bytelevel)
+    assert str(caught.value) == (
+        f"the added token {text!r} (id {token_id}) holds the SMI token text {inside} plus other "
+        f"text: the tokenizer would match it instead of {inside}; remove it from the tokenizer "
+        "before installing the SMI tokens"
+    )
+    assert len(bytelevel) == token_id + 1  # nothing was added
+
+
+def test_an_added_token_that_is_an_smi_text_alone_is_not_refused(bytelevel: Any) -> None:
+    bytelevel.add_tokens([AddedToken("<|eot|>", special=True, normalized=False)])
+    assert install_tokens(bytelevel)[Kind.EOT] == bytelevel.convert_tokens_to_ids("<|eot|>")

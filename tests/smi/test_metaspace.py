@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import tokenizers
+from helpers.smi_parsing import SETTINGS
 from hypothesis import given
 from hypothesis import strategies as st
 from tokenizers import AddedToken, Tokenizer, decoders
@@ -21,7 +22,6 @@ from smllm.smi.tokens import Kind
 from smllm.smi.vocab.decode import (
     HFDecoder,
     decoder_for,
-    fast_step,
     piece_backend,
     vocabulary_table,
 )
@@ -30,7 +30,6 @@ from smllm.smi.vocab.install import install_tokens
 from smllm.smi.vocab.metaspace import PieceDecoder, PieceTable, Shape, shape_of
 
 from .conftest import CORPUS
-from .test_parser import SETTINGS
 
 SHAPES = ("llama", "gemma", "metaspace_never", "metaspace_first", "metaspace_always")
 #: characters the training corpus hasn't got: the byte-fallback shapes spell them in bytes
@@ -257,13 +256,13 @@ def test_the_inline_path_opens_only_where_a_text_is_read_as_it_is() -> None:
     backend = built("llama")
     decoder = decoder_for(backend)
     x_id = backend.token_to_id("x")
-    _, table, _ = fast_step(decoder)
+    _, table, _ = decoder.fast_step()
     assert table == {}  # the piece's start: Strip pending
     decoder.step(x_id)
-    _, table, _ = fast_step(decoder)
+    _, table, _ = decoder.fast_step()
     assert table[x_id] == "x"
     decoder.step(backend.token_to_id("<0xE2>"))
-    _, table, _ = fast_step(decoder)
+    _, table, _ = decoder.fast_step()
     assert table == {}  # a group is open
 
 

@@ -11,11 +11,26 @@ trained tokenizers of conftest.py decoded by `HFDecoder`.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from helpers.smi_parsing import (
+    BY_BYTES,
+    MODALITIES,
+    SETTINGS,
+    TOY,
+    TOY_IDS,
+    block_ids,
+    conversations,
+    feed_all,
+    model_block,
+    normalized,
+    stream_ids,
+    toy_decoder,
+    toy_encode,
+    toy_parser,
+    transmissions_of,
+)
+from hypothesis import given
 from hypothesis import strategies as st
 
 from smllm.smi.parser import (
@@ -23,148 +38,18 @@ from smllm.smi.parser import (
     BlockStart,
     EndOfTransmission,
     Event,
+    Grammar,
     ParseError,
     PayloadText,
     PayloadTokens,
-    StreamParser,
+    Phase,
     Violation,
     parse_ids,
 )
+from smllm.smi.parser.grammar import NEXT, Refused
 from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
-from smllm.smi.tokens import BOS, EOS, MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
+from smllm.smi.tokens import BOS, EOS, MODEL_SIDE, RUNTIME_SIDE, Kind
 from smllm.smi.vocab.decode import BytesDecoder
-
-SETTINGS = settings(
-    max_examples=120,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
-
-# -- a toy byte-level vocabulary ---------------------------------------------------------------
-
-MERGES = [b"\n\n", b"\n\n\n", b" \n", b"\nhe", b"llo\n", b"o\n\n", b"  ", b"\xf0\x9f"]
-TOY: dict[int, bytes] = {i: bytes([i]) for i in range(256)}
-TOY.update({256 + i: m for i, m in enumerate(MERGES)})
-TOY_IDS = TokenIds.contiguous(1000)
-IMAGE = range(2000, 2100)
-AUDIO = range(3000, 3100)
-MODALITIES = {"image": IMAGE, "audio": AUDIO}
-_BY_BYTES = {v: k for k, v in TOY.items()}
-_LONGEST = max(len(m) for m in MERGES)
-
-
-def toy_encode(text: str) -> list[int]:
-    """Greedy longest match over the toy vocabulary."""
-    data = text.encode()
-    out, i = [], 0
-    while i < len(data):
-        for n in range(min(_LONGEST, len(data) - i), 0, -1):
-            token = _BY_BYTES.get(data[i : i + n])
-            if token is not None:
-                out.append(token)
-                i += n
-                break
-    return out
-
-
-def toy_decoder() -> BytesDecoder:
-    return BytesDecoder(TOY.__getitem__)
-
-
-def toy_parser(**kwargs: Any) -> StreamParser:
-    return StreamParser(TOY_IDS, toy_decoder(), **kwargs)
-
-
-# -- building streams --------------------------------------------------------------------------
-
-
-def block_ids(block: Block, ids: TokenIds, encode: Callable[[str], list[int]]) -> list[int]:
-    """One block as the compiler writes it: TOKEN, then "\\n" + payload + "\\n", text pieces
-    encoded around the token runs."""
-    out = [ids[block.kind]]
-    text = "\n"
-    for part in block.parts:
-        if isinstance(part, str):
-            text += part
-        else:
-            out += encode(text) if text else []
-            out += list(part.ids)
-            text = ""
-    out += encode(text + "\n")
-    return out
-
-
-def stream_ids(
-    transmissions: Sequence[Transmission], ids: TokenIds, encode: Callable[[str], list[int]]
-) -> list[int]:
-    out: list[int] = []
-    for transmission in transmissions:
-        for block in transmission.blocks:
-            out += block_ids(block, ids, encode)
-        out.append(ids[Kind.EOT])
-        out += encode("\n")
-    return out
-
-
-def feed_all(parser: StreamParser, token_ids: Sequence[int]) -> list[Event]:
-    events: list[Event] = []
-    for token_id in token_ids:
-        events += parser.feed(token_id)
-    return events + parser.finish()
-
-
-def transmissions_of(events: Sequence[Event]) -> list[Transmission]:
-    return [e.transmission for e in events if isinstance(e, EndOfTransmission)]
-
-
-def normalized(kind: Kind, parts: Sequence[str | TokenRun]) -> Block:
-    """The block the parser must give back: adjacent texts joined, empty texts dropped,
-    adjacent runs of one modality joined."""
-    out: list[str | TokenRun] = []
-    for part in parts:
-        if part == "":
-            continue
-        last = out[-1] if out else None
-        if isinstance(part, str) and isinstance(last, str):
-            out[-1] = last + part
-        elif (
-            isinstance(part, TokenRun)
-            and isinstance(last, TokenRun)
-            and last.modality == part.modality
-        ):
-            out[-1] = TokenRun(last.ids + part.ids, part.modality)
-        else:
-            out.append(part)
-    return Block(kind, tuple(out))
-
-
-# -- strategies --------------------------------------------------------------------------------
-
-#: characters that stress the framing and UTF-8: newlines, spaces, CR, tab, accents, CJK,
-#: emoji (4 bytes) and a ZWJ sequence
-ALPHABET = ["\n", "\n", " ", " ", "a", "b", "h", "e", "l", "o", "\r", "\t", "é", "你", "🙂", "👩‍💻"]
-texts = st.lists(st.sampled_from(ALPHABET), max_size=12).map("".join)
-runs = st.builds(
-    lambda name, ids: TokenRun(tuple(ids), name),
-    st.sampled_from(["image", "audio"]),
-    st.lists(st.integers(0, 99), min_size=1, max_size=4),
-).map(
-    lambda r: TokenRun(
-        tuple(i + (IMAGE if r.modality == "image" else AUDIO)[0] for i in r.ids), r.modality
-    )
-)
-parts = st.lists(st.one_of(texts, texts, runs), max_size=4)
-model_block = st.builds(normalized, st.sampled_from(sorted(MODEL_SIDE)), parts)
-runtime_block = st.builds(
-    normalized, st.sampled_from([Kind.SYS, Kind.DEV, Kind.USR, Kind.OBS]), parts
-)
-model_transmission = st.lists(model_block, min_size=1, max_size=4).map(Transmission.of)
-runtime_transmission = st.lists(runtime_block, min_size=1, max_size=4).map(
-    lambda blocks: Transmission.of(sorted(blocks, key=lambda b: int(b.kind)))
-)
-conversations = st.lists(st.one_of(model_transmission, runtime_transmission), max_size=4)
-
 
 # -- round trips -------------------------------------------------------------------------------
 
@@ -304,7 +189,7 @@ def test_merged_newline_tokens_are_split_at_the_text_level() -> None:
         ("hello", b"llo\n"),
     ]:
         token_ids = block_ids(Block.of("out", payload), TOY_IDS, toy_encode)
-        assert _BY_BYTES[merged] in token_ids
+        assert BY_BYTES[merged] in token_ids
         events = feed_all(toy_parser(), [*token_ids, TOY_IDS[Kind.EOT]])
         assert transmissions_of(events) == [Transmission.of([Block.of("out", payload)])]
 
@@ -579,3 +464,50 @@ def test_lenient_reports_a_broken_runtime_rule_at_eot() -> None:
         "transmission 2, block 2: a caps payload must be a JSON object"
     ]
     assert transmissions_of(events) == conversation
+
+
+# -- the grammar on its own ----------------------------------------------------------------------
+
+
+def test_every_structural_id_leads_to_one_phase() -> None:
+    assert set(NEXT) == set(Kind)
+    assert {k for k, p in NEXT.items() if p is Phase.RUNTIME} == set(RUNTIME_SIDE)
+    assert {k for k, p in NEXT.items() if p in (Phase.MODEL, Phase.THINK)} == set(MODEL_SIDE)
+    assert (NEXT[Kind.EOT], NEXT[Kind.THINK]) == (Phase.BETWEEN, Phase.THINK)
+
+
+def test_the_grammar_walks_a_conversation_and_refuses_without_moving() -> None:
+    grammar = Grammar("any", None)
+    phases = []
+    for kind in (Kind.CTRL, Kind.USR, Kind.THINK, Kind.OUT, Kind.ACT):
+        if kind is Kind.THINK:
+            ctrl = Transmission.of([Block.of("ctrl", {"reasoning": {"max_tokens": 2}})])
+            grammar.end(ctrl, strict=True)  # its <|eot|>: the limit applies from here
+        assert grammar.admit(kind) is NEXT[kind]
+        grammar.enter(kind)
+        phases.append(grammar.phase)
+    assert phases == [Phase.RUNTIME] * 2 + [Phase.THINK, Phase.MODEL, Phase.MODEL]
+    with pytest.raises(Refused, match=r"^a runtime-side <\|obs\|> in a model transmission$"):
+        grammar.admit(Kind.OBS)
+    assert grammar.phase is Phase.MODEL  # a refusal changes nothing
+    assert grammar.admit(Kind.EOT) is Phase.BETWEEN
+    model_only = Grammar("model", None)
+    with pytest.raises(Refused, match=r"^a runtime-side <\|usr\|> in a model stream$"):
+        model_only.admit(Kind.USR)
+    assert model_only.phase is Phase.BETWEEN
+
+
+def test_the_grammar_counts_think_ids_per_transmission() -> None:
+    grammar = Grammar("model", Reasoning("fixed", None, 2))
+    grammar.enter(Kind.THINK)
+    grammar.count_think()
+    grammar.count_think()
+    with pytest.raises(Refused, match=r"more than ctrl.reasoning.max_tokens \(2\) THINK ids"):
+        grammar.count_think()
+    grammar.count_think()  # reported once
+    grammar.end(Transmission.of([Block.of("think", "x")]), strict=True)
+    assert (grammar.phase, grammar.think_ids) == (Phase.BETWEEN, 0)
+    with pytest.raises(Refused, match="no <\\|eot\\|>"):
+        grammar.enter(Kind.OUT)
+        grammar.finish(strict=True)
+    grammar.finish(strict=False)

@@ -16,99 +16,35 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import pytest
 import torch
+from helpers.smi_runtime import (
+    READ_FILE,
+    Engine,
+    Recorder,
+    act_ids,
+    first,
+    follow,
+    obs_payloads,
+    read,
+    run,
+    runtime,
+    think_payload,
+    tiny_model,
+    toy,
+)
 
 from smllm.smi.backends import GREEDY, Sampler
 from smllm.smi.backends.hf import HFBackend
 from smllm.smi.backends.scripted import ScriptedBackend
 from smllm.smi.budget import BudgetProcessor
-from smllm.smi.compile import Compiler
-from smllm.smi.parser import StreamParser
-from smllm.smi.runtime import Runtime, TurnResult
+from smllm.smi.runtime import Runtime
 from smllm.smi.stream import Block, Reasoning, SmiError, TokenRun, Transmission
-from smllm.smi.tokens import MODEL_SIDE, RUNTIME_SIDE, Kind, TokenIds
-from smllm.smi.vocab.decode import decoder_for
-from smllm.smi.vocab.encode import PlainEncoder
-
-from .conftest import build_installed
-from .test_backends import tiny_model
-from .test_budget import think_payload
+from smllm.smi.tokens import RUNTIME_SIDE, Kind
 
 TESTS = Path(__file__).resolve().parent.parent
-
-
-class Toy(NamedTuple):
-    tokenizer: Any
-    ids: TokenIds
-    encoder: PlainEncoder
-    compiler: Compiler
-
-    @property
-    def vocab(self) -> int:
-        return len(self.tokenizer)
-
-    def enc(self, text: str) -> list[int]:
-        return self.encoder.encode(text)
-
-
-@functools.cache
-def toy() -> Toy:
-    inst = build_installed("bytelevel")
-    encoder = PlainEncoder.from_tokenizer(inst.tokenizer, inst.ids)
-    return Toy(inst.tokenizer, inst.ids, encoder, Compiler(encoder, inst.ids))
-
-
-def runtime(backend: Any, compiler: Any = None, **kw: Any) -> Runtime:
-    t = toy()
-    model_side = {t.ids[k] for k in (*MODEL_SIDE, Kind.EOT)}
-
-    def parser(reasoning: Reasoning | None) -> StreamParser:
-        return StreamParser(t.ids, decoder_for(t.tokenizer), side="model", reasoning=reasoning)
-
-    return Runtime(
-        backend,
-        compiler or t.compiler,
-        parser,
-        t.ids,
-        forbid=t.encoder.forbidden - model_side,
-        **kw,
-    )
-
-
-READ_FILE = {
-    "name": "read_file",
-    "parameters": {
-        "type": "object",
-        "properties": {"path": {"type": "string"}},
-        "required": ["path"],
-    },
-}
-
-
-def first(max_tokens: int | None = 4, mode: str = "fixed") -> Transmission:
-    return Transmission.of(
-        [
-            Block.of(
-                "ctrl", {"reasoning": {"mode": mode, "effort": "low", "max_tokens": max_tokens}}
-            ),
-            Block.of("sys", "You are a coding agent."),
-            Block.of("caps", {"tools": [READ_FILE]}),
-            Block.of("usr", "Fix the failing authentication test."),
-        ]
-    )
-
-
-def follow(result: TurnResult, text: str = "Run relevant tests after changes.") -> Transmission:
-    """The next runtime transmission: a user line, then the OBS the runtime made (if any)."""
-    obs = result.obs.blocks if result.obs is not None else ()
-    return Transmission.of([Block.of("usr", text), *obs])
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(coro)
 
 
 # -- isolation --------------------------------------------------------------------------------
@@ -337,40 +273,6 @@ def test_a_runaway_turn_is_closed_by_the_runtime() -> None:
 # -- actions ------------------------------------------------------------------------------------
 
 
-def act_ids(t: Toy, *actions: dict[str, Any]) -> list[int]:
-    out: list[int] = []
-    for action in actions:
-        out += [t.ids[Kind.ACT], *t.enc("\n" + json.dumps(action, separators=(",", ":")) + "\n")]
-    return [*out, t.ids[Kind.EOT]]
-
-
-def read(aid: str, path: str) -> dict[str, Any]:
-    return {"id": aid, "type": "tool", "name": "read_file", "arguments": {"path": path}}
-
-
-def obs_payloads(result: TurnResult) -> list[dict[str, Any]]:
-    assert result.obs is not None
-    assert all(b.kind is Kind.OBS for b in result.obs.blocks)
-    return [json.loads(b.text) for b in result.obs.blocks]
-
-
-class Recorder:
-    """An ActionRunner that sleeps per path and logs starts and ends."""
-
-    def __init__(self, delays: dict[str, float]) -> None:
-        self.delays = delays
-        self.log: list[tuple[str, str]] = []
-
-    async def run(self, action: Any) -> tuple[bool, Any]:
-        path = action.arguments["path"]
-        self.log.append(("start", action.id))
-        await asyncio.sleep(self.delays.get(path, 0.0))
-        self.log.append(("end", action.id))
-        if path == "boom":
-            raise OSError("disk on fire")
-        return True, f"contents of {path}"
-
-
 def test_actions_run_concurrently_and_observations_come_in_completion_order() -> None:
     t = toy()
     script = act_ids(t, read("a1", "slow.py"), read("a2", "fast.py"))
@@ -428,7 +330,7 @@ def test_runner_errors_timeouts_and_sync_runners_become_observations() -> None:
 
     calls: list[str] = []
 
-    def sync_runner(action: Any) -> tuple[bool, Any]:
+    def sync_runner(action: Any, session: Any) -> tuple[bool, Any]:
         calls.append(action.id)
         return False, "no such file"
 
@@ -474,7 +376,7 @@ def test_ctrl_and_caps_in_a_later_transmission_take_effect() -> None:
         g = generated - len(reply)
         return script[g] if g < len(script) else t.ids[Kind.EOT]
 
-    rt = runtime(ScriptedBackend(t.vocab, policy), actions=lambda a: (True, "ran"))
+    rt = runtime(ScriptedBackend(t.vocab, policy), actions=lambda a, s: (True, "ran"))
     session = rt.session()
     run(session.turn(first(5)))
     assert session.reasoning == Reasoning("fixed", "low", 5)
@@ -521,34 +423,6 @@ def test_a_refused_transmission_changes_nothing_and_a_failed_turn_ends_the_sessi
     with pytest.raises(RuntimeError, match="new session"):
         run(session.turn(Transmission.of([Block.of("usr", "again")])))
     assert run(rt.session().turn(first())).model.blocks[0].kind is Kind.OUT
-
-
-class Engine(ScriptedBackend):
-    """A backend that runs the token loop itself (as a serving engine would), optionally
-    ignoring the budget it is handed."""
-
-    honest = True
-
-    def generate_turn(
-        self,
-        state: Any,
-        prompt: Any,
-        budget: BudgetProcessor,
-        sampler: Sampler,
-        rng: Any,
-        max_new_tokens: int,
-    ) -> list[int]:
-        logits = self.feed(state, prompt)
-        out: list[int] = []
-        for _ in range(max_new_tokens):
-            token = sampler.pick(budget.apply(logits) if self.honest else logits, rng)
-            if self.honest:
-                budget.observe(token)
-            out.append(token)
-            logits = self.feed(state, [token])
-            if token == toy().ids[Kind.EOT]:
-                break
-        return out
 
 
 def test_a_backend_that_runs_its_own_loop_is_checked_not_trusted() -> None:

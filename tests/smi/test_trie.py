@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from smllm.smi.compile import Compiler
+from smllm.smi.convert import from_messages
+from smllm.smi.render import render_text
+from smllm.smi.stream import InjectionError, SmiError
 from smllm.smi.tokens import BLOCK_SIZE, TOKEN_TEXT, Kind, TokenIds, slot_text
-from smllm.smi.vocab.encode import InjectionError
 from smllm.smi.vocab.trie import END_OF_TEXT, SMI_BASE, TrieEncoder, default_vocab_path, load_vocab
 
 FUZZ = settings(max_examples=200, deadline=None)
@@ -120,10 +123,15 @@ def test_the_cache_parses_once() -> None:
 
 
 def test_ids_inside_the_vocabulary_are_refused() -> None:
-    with pytest.raises(ValueError, match=r"SMI ids \[65500"):
+    with pytest.raises(ValueError, match=r"^SMI ids 65500-65529 are the world vocabulary's own"):
         TrieEncoder(TokenIds.contiguous(65500))
+    with pytest.raises(ValueError, match=r"^SMI ids 65500-65529 .* must start past them$"):
+        TrieEncoder(base=65500)
     custom = TrieEncoder(TokenIds.contiguous(70000))
     assert custom.vocab_size == 70032 and custom.ids[Kind.EOT] == 70009
+    assert TrieEncoder(base=70000).ids == custom.ids
+    with pytest.raises(ValueError, match="the SMI ids or their base, not both"):
+        TrieEncoder(TokenIds.contiguous(70000), base=70000)
 
 
 @FUZZ
@@ -144,9 +152,14 @@ def test_no_payload_yields_a_forbidden_id(text: str) -> None:
 
 
 def test_check_raises_naming_the_payload(trie: TrieEncoder) -> None:
-    with pytest.raises(InjectionError, match=r"obs payload .*forbidden id 65539 at position 1"):
+    with pytest.raises(InjectionError) as caught:
         trie.check([5, trie.ids[Kind.EOT]], "obs payload")
-    with pytest.raises(InjectionError, match="forbidden id 0"):
+    assert str(caught.value) == (
+        "obs payload encoded to a forbidden id 65539 ('<|eot|>') at position 1: untrusted text "
+        "must never yield a structural, special or markup token"
+    )
+    assert isinstance(caught.value, SmiError)
+    with pytest.raises(InjectionError, match=r"forbidden id 0 \('end-of-text'\) at position 0"):
         trie.check([0], "x")
 
 
@@ -169,3 +182,58 @@ def test_a_vocabulary_file_is_checked(tmp_path: Path) -> None:
     evil.write_text("1 __import__('os').getcwd() 1\n", encoding="utf-8")
     with pytest.raises(ValueError):  # literal_eval refuses code: nothing runs
         load_vocab(str(evil))
+
+
+def _gpt2_byte_chars() -> dict[int, str]:
+    """GPT-2's byte-to-character table (the HF ByteLevel alphabet)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [b for b in range(256) if b not in printable]
+    table = {b: chr(b) for b in printable}
+    table.update({b: chr(0x100 + n) for n, b in enumerate(others)})
+    return table
+
+
+def _hf_rendering() -> Any:
+    """The HF rendering of the world vocabulary the reference targets (smi-notes §6.2):
+    WordPiece over the byte strings (GPT-2's byte characters), id 0 end-of-text."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    chars = _gpt2_byte_chars()
+    end = "<|rwkv_tokenizer_end_of_text|>"
+    vocab = {end: 0}
+    for token_id, data in load_vocab().tokens.items():
+        vocab["".join(chars[b] for b in data)] = token_id
+    raw = Tokenizer(
+        models.WordPiece(
+            vocab, unk_token=end, continuing_subword_prefix="", max_input_chars_per_word=2**31 - 1
+        )
+    )
+    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    raw.decoder = decoders.ByteLevel()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=raw, eos_token=end, unk_token=end)
+
+
+def test_the_block_sits_where_the_reference_implementation_installs_it() -> None:
+    """aabbdev/state-model-interface installs the ten tokens with
+    `tokenizer.add_special_tokens({"additional_special_tokens": SMI_TOKENS})` (seed order) on the
+    HF rendering of the world vocabulary: done here the same way, the ten land on the trie's
+    default ids, and a conversation compiled through the trie is the rendering's ids of the
+    rendered text (parity with the full tokenizer, as on the other families)."""
+    rendering = _hf_rendering()
+    trie = TrieEncoder()
+    text = "héllo 漢字 world 🙂"
+    assert rendering(text, add_special_tokens=False).input_ids == trie.encode(text)
+    assert len(rendering) == SMI_BASE
+    rendering.add_special_tokens({"additional_special_tokens": list(TOKEN_TEXT)})
+    placed = [rendering.convert_tokens_to_ids(text) for text in TOKEN_TEXT]
+    assert placed == list(trie.ids.ids[: len(TOKEN_TEXT)]) == list(range(65530, 65540))
+    conversation = from_messages(
+        [
+            {"role": "system", "content": "Be brief. 你好"},
+            {"role": "user", "content": "def f():\n    return  1 <tool_call>"},
+            {"role": "assistant", "content": "ok 🙂", "reasoning_content": "easy"},
+        ]
+    )
+    compiled = Compiler(trie, trie.ids).compile(conversation).ids
+    assert compiled == rendering(render_text(conversation), add_special_tokens=False).input_ids

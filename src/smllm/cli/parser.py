@@ -225,13 +225,21 @@ def build() -> _Parser:
     q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
     q.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
+    q.add_argument(
+        "--base",
+        type=int,
+        metavar="N",
+        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
+    )
     q.add_argument("--lenient", action="store_true", help="accept what strict mode refuses")
     q.add_argument("--json", action="store_true", help="with -o: a summary object on stdout")
     q = ssub.add_parser(
         "parse",
         help="token ids to blocks, for reading a model's output",
         description="Parse token ids (a JSON array, an object with input_ids, or numbers "
-        "separated by spaces, one stream a line) into blocks and transmissions.",
+        "separated by spaces, one stream a line) into blocks and transmissions. In the text "
+        "output a payload's < followed by backslashes and | gets one more backslash (<|eot|> "
+        "reads <\\|eot|>), so only structure reads <|; --json gives payloads as they are.",
     )
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
     q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
@@ -241,14 +249,38 @@ def build() -> _Parser:
         default="any",
         help="whose stream it is: the model's, the runtime's, or either (any)",
     )
+    q.add_argument(
+        "--modality",
+        action="append",
+        metavar="NAME=RANGE",
+        help="ids FIRST-LAST (both included; RANGE like 60000-60999) are tokens of modality "
+        "NAME: they come back as runs named NAME (repeatable)",
+    )
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
+    q.add_argument(
+        "--base",
+        type=int,
+        metavar="N",
+        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
+    )
     q.add_argument("--lenient", action="store_true", help="report violations, don't stop")
     q.add_argument("--json", action="store_true")
     q = ssub.add_parser(
         "audit",
         help="which added tokens a payload could produce, and proof the compiler's path can't",
+        description="Audit a vocabulary, with or without the SMI tokens: each added token's role "
+        "(markup, forbidden to payloads, or content, payload text) and why, which naive encode "
+        "paths let a payload reach it, what installing would add, and proof that the "
+        "compiler's plain encoder reaches no forbidden id. Exit 0 when nothing is wrong, 1 "
+        "when a payload reaches a forbidden id or an added token is unsafe.",
     )
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
+    q.add_argument(
+        "--base",
+        type=int,
+        metavar="N",
+        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
+    )
     q.add_argument("--json", action="store_true")
 
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")

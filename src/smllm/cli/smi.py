@@ -3,13 +3,19 @@ models. The CLI's side only (reading lines, reporting, writing); the work is sml
 
 Input is JSON lines; a line that can't be used is `error: FILE:LINE: …` on stderr and exit 1.
 `compile` writes all of its output or none of it; `parse` prints what it could read.
+
+`parse`'s text form escapes payloads so that only structure reads `<|`: in a payload, `<`
+followed by backslashes and `|` gets one more backslash (`<|eot|>` → `<\\|eot|>`, `<\\|` →
+`<\\\\|`). Taking one backslash out of each such run gives the payload back (`unescape_payload`);
+`--json` gives payloads as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .common import Exit, emit_json, write_atomically
@@ -18,10 +24,10 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from argparse import Namespace
 
-    from ..smi.load import Vocabulary
     from ..smi.stream import Transmission
+    from ..smi.vocab.load import Vocabulary
 
-__all__ = ["smi"]
+__all__ = ["escape_payload", "smi", "unescape_payload"]
 
 #: errors listed before "… and N more"
 _SHOWN = 20
@@ -34,17 +40,25 @@ def smi(args: Namespace) -> int:
     return action(args)
 
 
-def _load(args: Namespace) -> Vocabulary:
+def _need_extra() -> None:
     import importlib.util
 
     missing = [m for m in ("tokenizers", "transformers", "rwkv") if not importlib.util.find_spec(m)]
     if missing:
         names = ", ".join(missing)
         raise Exit(2, f"smllm smi needs the smi extra ({names} missing): pip install 'smllm[smi]'")
-    from ..smi.load import load_vocabulary
+
+
+def _load(args: Namespace) -> Vocabulary:
+    _need_extra()
+    from ..smi.vocab.load import load_vocabulary
 
     try:
-        vocabulary = load_vocabulary(args.tokenizer, install=getattr(args, "install", False))
+        vocabulary = load_vocabulary(
+            args.tokenizer,
+            install=getattr(args, "install", False),
+            base=getattr(args, "base", None),
+        )
     except (ValueError, OSError) as exc:
         raise Exit(2, str(exc)) from None
     if vocabulary.installed:
@@ -196,12 +210,97 @@ def _ids(text: str) -> list[int]:
     return value
 
 
+#: `<`, backslashes, `|`: what the text form escapes (one more backslash), and unescapes
+_MARKER_START = re.compile(r"<(\\*)\|")
+_ESCAPED_START = re.compile(r"<\\(\\*)\|")
+
+
+def escape_payload(text: str) -> str:
+    """A payload for `parse`'s text form: no `<|` left, so it can't look like structure."""
+    return _MARKER_START.sub(r"<\\\1|", text) if "<" in text else text
+
+
+def unescape_payload(text: str) -> str:
+    """The payload `escape_payload` was given."""
+    return _ESCAPED_START.sub(r"<\1|", text)
+
+
+class _Ranges:
+    """The ids of one modality: inclusive (first, last) ranges."""
+
+    def __init__(self) -> None:
+        self.ranges: list[tuple[int, int]] = []
+
+    def __contains__(self, token_id: object) -> bool:
+        if not isinstance(token_id, int):
+            return False
+        return any(first <= token_id <= last for first, last in self.ranges)
+
+
+_MODALITY = re.compile(r"([A-Za-z0-9_.-]+)=([0-9]+)(?:-([0-9]+))?")
+
+
+def _modalities(specs: Sequence[str]) -> dict[str, _Ranges]:
+    """`--modality NAME=FIRST-LAST` (or `NAME=ID`), repeatable; Exit 2 for a malformed spec, an
+    empty range, or ranges that overlap."""
+    out: dict[str, _Ranges] = {}
+    seen: list[tuple[int, int, str]] = []
+    for spec in specs:
+        match = _MODALITY.fullmatch(spec.strip())
+        if match is None:
+            raise Exit(
+                2,
+                f"--modality {spec}: expected NAME=FIRST-LAST, the ids FIRST to LAST (both "
+                "included) of modality NAME, e.g. image=60000-60999",
+            )
+        name, first, last = match[1], int(match[2]), int(match[3] or match[2])
+        if first > last:
+            raise Exit(2, f"--modality {spec}: an empty range ({first} > {last}); write FIRST-LAST")
+        for other_first, other_last, other in seen:
+            if first <= other_last and other_first <= last:
+                raise Exit(
+                    2,
+                    f"--modality {spec}: overlaps {other} (id {max(first, other_first)} is in "
+                    "both); an id belongs to one modality",
+                )
+        seen.append((first, last, spec))
+        out.setdefault(name, _Ranges()).ranges.append((first, last))
+    return out
+
+
+def _check_modalities(modalities: dict[str, _Ranges], smi_ids: Sequence[int]) -> None:
+    for name, ranges in modalities.items():
+        for first, last in ranges.ranges:
+            inside = [i for i in smi_ids if first <= i <= last]
+            if inside:
+                raise Exit(
+                    2,
+                    f"--modality {name}={first}-{last}: covers SMI ids ({inside[0]}-{inside[-1]}"
+                    f" of the block {smi_ids[0]}-{smi_ids[-1]}); a modality's ids are payload, "
+                    "never structure",
+                )
+
+
+def _text_form(transmissions: Sequence[Transmission]) -> str:
+    """The text form with every payload escaped (`escape_payload`); ValueError for token
+    runs (they have none)."""
+    from ..smi import stream
+    from ..smi.render import render_text
+
+    def escaped(block: stream.Block) -> stream.Block:
+        parts = tuple(escape_payload(p) if isinstance(p, str) else p for p in block.parts)
+        return stream.Block(block.kind, parts)
+
+    return render_text([stream.Transmission(tuple(map(escaped, t.blocks))) for t in transmissions])
+
+
 def _parse(args: Namespace) -> int:
     from ..smi.convert import to_native
     from ..smi.parser import EndOfTransmission, StreamParser, Violation
-    from ..smi.render import render_text
 
+    modalities = _modalities(args.modality or ())
     vocabulary = _load(args)
+    _check_modalities(modalities, vocabulary.ids.ids)
     errors: list[str] = []
     streams: list[dict[str, Any]] = []
     for name, n, text in _lines(args.input):
@@ -211,7 +310,11 @@ def _parse(args: Namespace) -> int:
                 raise ValueError("not UTF-8 text")
             ids = _ids(text)
             parser = StreamParser(
-                vocabulary.ids, vocabulary.decoder(), strict=not args.lenient, side=args.side
+                vocabulary.ids,
+                vocabulary.decoder(),
+                strict=not args.lenient,
+                side=args.side,
+                modalities=modalities,
             )
             events = parser.feed(ids) + parser.finish()
         except (ValueError, RecursionError) as exc:
@@ -224,7 +327,7 @@ def _parse(args: Namespace) -> int:
         streams.append({"line": n, **to_native(transmissions), "violations": violations})
         if not args.json:
             try:
-                sys.stdout.write(("\n" if len(streams) > 1 else "") + render_text(transmissions))
+                sys.stdout.write(("\n" if len(streams) > 1 else "") + _text_form(transmissions))
             except ValueError:  # token runs: no text form, so the native form
                 sys.stdout.write(json.dumps(to_native(transmissions), ensure_ascii=False) + "\n")
     if args.json:
@@ -237,12 +340,22 @@ def _parse(args: Namespace) -> int:
 
 
 def _audit(args: Namespace) -> int:
-    from ..smi.audit import audit
+    """Audit a vocabulary as it is (no SMI tokens needed): 0 when nothing is wrong, 1 when the
+    plain encoder leaks or an added token is unsafe, 2 when it can't be read."""
+    _need_extra()
+    from ..smi.vocab.audit import audit, audit_trie
+    from ..smi.vocab.load import RWKV_WORLD, load_tokenizer
+    from ..smi.vocab.trie import TrieEncoder
 
-    vocabulary = _load(args)
-    if vocabulary.tokenizer is None:  # the RWKV trie has no added vocabulary to leak
-        raise Exit(2, f"{args.tokenizer}: no added tokens to audit (a trie vocabulary)")
-    report = audit(vocabulary.tokenizer)
+    try:
+        if args.tokenizer == RWKV_WORLD:
+            report = audit_trie(TrieEncoder(base=args.base))
+        else:
+            if args.base is not None:
+                raise ValueError(f"{args.tokenizer}: --base is for {RWKV_WORLD} only")
+            report = audit(load_tokenizer(args.tokenizer))
+    except (ValueError, OSError) as exc:
+        raise Exit(2, str(exc)) from None
     if args.json:
         emit_json(report.to_dict())
     else:
@@ -250,25 +363,71 @@ def _audit(args: Namespace) -> int:
     return 0 if report.safe else 1
 
 
+#: what a literal ▁ in a payload becomes, for people
+_U2581 = {
+    "bytes": "encoded as its bytes <0xE2><0x96><0x81>, it round-trips",
+    "space": "the vocabulary reads it as a space and has no byte fallback to spell it: it "
+    "comes back as a space",
+}
+
+
+def _id_range(ids: Any) -> str:
+    first, last = ids[0], ids[-1]
+    return f"{first}-{last}" if list(ids) == list(range(first, last + 1)) else str(list(ids))
+
+
 def _audit_text(name: str, report: Any) -> str:
-    """The report for people: per naive path, the added tokens a payload reaches through it;
-    then the compiler's path, which must reach none."""
+    """The report for people: the SMI block (or what installing would add), each added token's
+    role and why (texts shown with repr, so whitespace and control characters are visible), per
+    naive path the added tokens a payload reaches through it, then the compiler's path, which
+    must reach none."""
     smi = report.smi_ids
+    added = f"{len(report.added)} added tokens" if report.paths else "a trie, no added tokens"
     lines = [
-        f"{name}: {report.vocab_size} ids, {len(report.added)} added tokens, SMI tokens "
-        + (f"at {smi[0]}-{smi[-1]}" if smi else "not installed"),
+        f"{name}: {report.vocab_size} ids, {added}, SMI tokens "
+        + (f"at {_id_range(smi)}" if smi else "not installed"),
     ]
-    for path in report.paths:
-        reached = report.leaking(path)
-        shown = ", ".join(t.text for t in reached[:8])
-        more = f" and {len(reached) - 8} more" if len(reached) > 8 else ""
+    if report.would_install is not None:
+        would = list(report.would_install)
         lines.append(
-            f"  {path}: a payload reaches {len(reached)}" + (f": {shown}{more}" if reached else "")
+            f"  install would add {len(would)} special tokens at "
+            f"{_id_range([i for _, i in would])}:"
         )
-    if report.safe:
-        lines.append("  the compiler's plain encoder: reaches none (every added text tried)")
-    else:
+        named = [f"{i} {text}" for text, i in would[:12]]
+        lines.extend("    " + ", ".join(named[n : n + 6]) for n in range(0, len(named), 6))
+        reserved = would[12:]
+        if reserved:
+            lines.append(
+                f"    {_id_range([i for _, i in reserved])} {reserved[0][0]} … {reserved[-1][0]}"
+            )
+    elif report.install_refusal is not None:
+        lines.append(f"  install would refuse: {report.install_refusal}")
+    rows = [t for t in report.added if not t.smi]
+    if report.added:
+        markup = sum(t.role == "markup" for t in report.added)
+        lines.append(
+            f"  added tokens: {markup} markup (forbidden to payloads), "
+            f"{len(report.added) - markup} content (payload text)"
+        )
+    if smi and len(rows) < len(report.added):
+        lines.append(f"    {_id_range(smi)} the SMI tokens: markup (an SMI token)")
+    for t in rows:
+        flag = f" UNSAFE: {t.unsafe}" if t.unsafe else ""
+        lines.append(f"    {t.id} {t.text!r}: {t.role} ({t.reason}){flag}")
+    for path in report.paths:
+        reached = [t for t in report.leaking(path) if t.role == "markup"]
+        shown = ", ".join(repr(t.text) for t in reached[:6])
+        more = f" and {len(reached) - 6} more" if len(reached) > 6 else ""
+        lines.append(
+            f"  {path}: a payload reaches {len(reached)} markup"
+            + (f": {shown}{more}" if reached else "")
+        )
+    if report.literal_u2581 is not None:
+        lines.append(f"  a literal ▁ in a payload: {_U2581[report.literal_u2581]}")
+    if report.plain_encoder_leaks:
         lines.append(
             f"  the compiler's plain encoder: LEAKS {', '.join(report.plain_encoder_leaks)}"
         )
+    else:
+        lines.append("  the compiler's plain encoder: reaches none (every markup text tried)")
     return "".join(line + "\n" for line in lines)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from .backends import GREEDY, Sampler
+from .budget import Characters
 from .compile import Compiler
+from .constrain import Constrainer, available
 from .parser import StreamParser
 from .runtime import Runtime
 from .stream import Reasoning
-from .tokens import MODEL_SIDE, Kind
-from .vocab.decode import decoder_for
+from .tokens import MODEL_SIDE, Kind, TokenIds
+from .vocab.decode import decoder_for, token_bytes_of
 from .vocab.encode import PlainEncoder
 from .vocab.install import find_tokens, install_tokens
 
@@ -25,14 +27,21 @@ def hf_runtime(
     *,
     install: bool = False,
     sampler: Sampler = GREEDY,
+    constrain: bool | None = None,
     **options: Any,
 ) -> Runtime:
     """A `Runtime` over `model` (any transformers causal LM: Mamba, Mamba2, RWKV-4, KV-cache
     models) and its fast `tokenizer`. The SMI tokens must be installed (`install=True` appends
     them and grows the model's embeddings: `install.install_tokens`). The model may never
-    generate a runtime-side structural id, a reserved one, or any other added or special
-    token of the tokenizer (the budget forbids the first two; `forbid` the rest). `options`
-    go to `Runtime` (actions, caps_policy, max_new_tokens, action_timeout, strict, …)."""
+    generate a runtime-side structural id, a reserved one, or any markup token of the
+    tokenizer (the budget forbids the first two; `forbid` the rest); its content tokens, such
+    as GPT-NeoX's whitespace runs, it may (`vocab/added.py`). `options`
+    go to `Runtime` (actions, caps_policy, max_new_tokens, action_timeout, strict, …).
+
+    `constrain`: constrained decoding (`constrain.py`: each turn's grammar from its CAPS and
+    CTRL, combined with the budget's mask). None (the default) turns it on where llguidance
+    is installed and the vocabulary's tokens are bytes (not WordPiece), off otherwise; False
+    turns it off; True requires it (ValueError saying why it can't be)."""
     from .backends.hf import HFBackend
 
     ids = install_tokens(tokenizer, model) if install else find_tokens(tokenizer)
@@ -46,6 +55,14 @@ def hf_runtime(
     def parser(reasoning: Reasoning | None) -> StreamParser:
         return StreamParser(ids, decoder_for(tokenizer), side="model", reasoning=reasoning)
 
+    options.setdefault("characters", _characters(tokenizer, encoder.vocab_size))
+
+    # -- constrained decoding (constrain.py): on where llguidance is installed -------------
+    constraint = _constraint(constrain, tokenizer, ids, forbid, backend.vocab_size)
+    if constraint is not None:
+        options.setdefault("constraint", constraint)
+    # -----------------------------------------------------------------------------------------
+
     return Runtime(
         backend,
         Compiler(encoder, ids),
@@ -55,3 +72,28 @@ def hf_runtime(
         forbid=forbid,
         **options,
     )
+
+
+def _constraint(
+    constrain: bool | None, tokenizer: Any, ids: TokenIds, forbid: set[int], vocab_size: int
+) -> Constrainer | None:
+    """The runtime's constraint factory for `hf_runtime(constrain=…)` (its docstring)."""
+    if constrain is False:
+        return None
+    if not available():
+        if constrain:
+            raise ValueError(
+                "constrain=True needs llguidance, which is not installed: "
+                "pip install 'smllm[smi]' (or pass constrain=False)"
+            )
+        return None
+    if constrain is None and token_bytes_of(tokenizer) is None:
+        return None  # WordPiece and the like: token bytes don't add up to the text
+    return Constrainer.for_hf(tokenizer, ids, forbid, vocab_size)
+
+
+def _characters(tokenizer: Any, size: int) -> Characters | None:
+    """Each id's bytes as the tokenizer's decoder joins them, for the budget's whole-character
+    cut (None where the decoder doesn't join bytes: WordPiece and the like)."""
+    token_bytes = token_bytes_of(tokenizer)
+    return None if token_bytes is None else Characters(token_bytes, size)

@@ -25,19 +25,24 @@ What it allows at each step (every marker is one id, so the rules are sets of id
   count is an upper bound on what the model reasoned): only `<|out|>` or `<|act|>` — the runtime
   decides that thinking ends, the model only chooses how to continue — and no `<|think|>` again
   that turn;
-- reasoning None (no CTRL has set it) behaves as the seed's default, adaptive without a limit.
+- reasoning None (no CTRL has set it) behaves as the seed's default, adaptive without a limit;
+- THINK ends on a whole character: given the vocabulary's bytes per id (`Characters`), no
+  structural id comes while THINK's last character is incomplete (a byte-level or
+  byte-fallback id can be a part of one), and the last THINK ids of a limited budget are only
+  those after which that character can still be completed within what is left, so a cut never
+  leaves a broken character and the limit is never overrun for one.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .stream import Reasoning
 from .tokens import BLOCK_SIZE, RUNTIME_SIDE, Kind, TokenIds
 
-__all__ = ["BudgetLogitsProcessor", "BudgetProcessor", "Phase"]
+__all__ = ["BudgetLogitsProcessor", "BudgetProcessor", "Characters", "Phase"]
 
 
 class Phase(enum.Enum):
@@ -51,6 +56,113 @@ class Phase(enum.Enum):
 
 
 _PHASE_OF = {Kind.THINK: Phase.THINK, Kind.OUT: Phase.OUT, Kind.ACT: Phase.ACT}
+
+
+_NEVER = 99  # ids to complete a character that no sequence of ids completes
+
+
+class Characters:
+    """The UTF-8 shape of each id of a vocabulary, for cutting THINK on a whole character.
+
+    `token_bytes(id)` gives an id's bytes as its decoder joins them (`vocab.decode`'s tables;
+    passed in, so this room needs no tokenizer); `size` is the vocabulary's. Each id is read
+    once, when a limited THINK first nears its end, as: the continuation bytes it starts with
+    (`lead`), the continuation bytes its last character still needs (`tail`), whether it is
+    continuation bytes only (`pure`) and whether it breaks a character inside (`broken`). An id
+    whose bytes can't be read counts as whole (structural ids are ruled on elsewhere)."""
+
+    def __init__(self, token_bytes: Callable[[int], bytes], size: int) -> None:
+        self._token_bytes = token_bytes
+        self.size = size
+        self._shapes: list[tuple[int, int, bool, bool]] | None = None
+        self._tensors: Any = None
+        self._masks: dict[tuple[int, int, int, str], Any] = {}
+        #: `complete[n]`: the fewest ids that complete a character owing n continuation bytes
+        self.complete = [0, _NEVER, _NEVER, _NEVER]
+
+    @staticmethod
+    def shape_of(data: bytes) -> tuple[int, int, bool, bool]:
+        """(lead, tail, pure, broken) of one id's bytes."""
+        lead = 0
+        while lead < len(data) and 0x80 <= data[lead] < 0xC0:
+            lead += 1
+        if data and lead == len(data):
+            return lead, 0, True, False
+        need, broken = 0, False
+        for byte in data[lead:]:
+            if byte < 0x80 or 0xC2 <= byte < 0xF5:
+                broken |= need > 0  # a new character before the last one ended
+                need = 0 if byte < 0x80 else 1 if byte < 0xE0 else 2 if byte < 0xF0 else 3
+            elif byte < 0xC0 and need > 0:
+                need -= 1
+            else:  # a stray continuation byte, or one no UTF-8 has
+                broken, need = True, 0
+        return lead, need, False, broken
+
+    def shapes(self) -> list[tuple[int, int, bool, bool]]:
+        if self._shapes is None:
+            shapes = []
+            for token_id in range(self.size):
+                try:
+                    data = bytes(self._token_bytes(token_id))
+                except (KeyError, IndexError, ValueError, OverflowError, TypeError):
+                    data = b""
+                shapes.append(self.shape_of(data))
+            for need in (1, 2, 3):
+                best = _NEVER
+                for lead, tail, pure, broken in shapes:
+                    if pure and lead <= need:
+                        best = min(best, 1 + self.complete[need - lead])
+                    elif not pure and not broken and lead == need and tail == 0:
+                        best = 1
+                self.complete[need] = best
+            self._shapes = shapes
+        return self._shapes
+
+    @property
+    def horizon(self) -> int:
+        """The most ids any completable character still needs."""
+        self.shapes()
+        return max(c for c in self.complete if c < _NEVER)
+
+    def after(self, need: int, token_id: int) -> int | None:
+        """The continuation bytes owed after `token_id` when `need` were owed; None where the
+        id breaks a character."""
+        shapes = self.shapes()
+        if not 0 <= token_id < len(shapes):
+            return None if need else 0
+        lead, tail, pure, broken = shapes[token_id]
+        if pure:
+            return need - lead if 0 < lead <= need else None
+        return None if broken or lead != need else tail
+
+    def fits(self, need: int, token_id: int, left: int) -> bool:
+        """Whether `token_id` may come when `need` bytes are owed and `left` THINK ids remain
+        after it: the character it leaves can be completed in them."""
+        owed = self.after(need, token_id)
+        return owed is not None and self.complete[owed] <= left
+
+    def forbidden(self, need: int, left: int, vocab: int, device: Any) -> Any:
+        """A torch bool mask over `vocab` ids: True where `fits` is False (made at once for
+        the whole vocabulary, once per (need, left))."""
+        import torch
+
+        key = (need, left, vocab, str(device))
+        mask = self._masks.get(key)
+        if mask is None:
+            if self._tensors is None:
+                self._tensors = [
+                    torch.tensor(column) for column in zip(*self.shapes(), strict=True)
+                ]
+            lead, tail, pure, broken = self._tensors
+            owed = torch.where(pure, need - lead, tail).clamp(0, 3)
+            valid = torch.where(pure, (lead > 0) & (lead <= need), ~broken & (lead == need))
+            fits = valid & (torch.tensor(self.complete)[owed] <= left)
+            known = min(vocab, fits.shape[0])
+            mask = torch.full((vocab,), need != 0, dtype=torch.bool)
+            mask[:known] = ~fits[:known]
+            mask = self._masks[key] = mask.to(device)
+        return mask
 
 
 class BudgetProcessor:
@@ -67,8 +179,11 @@ class BudgetProcessor:
         reasoning: Reasoning | None = None,
         *,
         extra_forbidden: Iterable[int] = (),
+        characters: Characters | None = None,
     ) -> None:
         self.ids = ids
+        self.characters = characters
+        self._structural = frozenset(ids[slot] for slot in range(BLOCK_SIZE))
         runtime = {ids[k] for k in RUNTIME_SIDE}
         reserved = {ids[slot] for slot in range(len(Kind), BLOCK_SIZE)}
         self._always = frozenset(runtime | reserved | set(extra_forbidden))
@@ -93,6 +208,7 @@ class BudgetProcessor:
         self.think_tokens = 0
         self.block_tokens = 0
         self.generated = 0
+        self.owed = 0  # continuation bytes the THINK text's last character still needs
 
     @property
     def limit(self) -> int | None:
@@ -123,10 +239,15 @@ class BudgetProcessor:
         elif kind in _PHASE_OF:
             self.phase = _PHASE_OF[kind]
             self.block_tokens = 0
+            self.owed = 0
         else:
             self.block_tokens += 1
             if self.phase is Phase.THINK:
                 self.think_tokens += 1
+                chars = self.characters
+                if chars is not None:
+                    owed = chars.after(self.owed, token_id) or 0
+                    self.owed = owed if chars.complete[owed] < _NEVER else 0
 
     # -- the rule ------------------------------------------------------------------------
 
@@ -140,20 +261,32 @@ class BudgetProcessor:
             return ("only", self._open_no_think if spent else self._open)
         if self.phase is Phase.THINK and spent:
             return ("only", self._close_think)
-        if self.block_tokens == 0:
+        if self.block_tokens == 0 or (self.owed and self.phase is Phase.THINK):
+            # an empty block, or THINK text in the middle of a character: no structure yet
             return ("forbid", self._fresh_block)
         return ("forbid", self._no_think if spent else self._always)
 
+    def _closing(self) -> int | None:
+        """THINK ids left after the next one, while the end of a limited THINK is near enough
+        that a character begun now might not be completed (None otherwise)."""
+        chars, limit = self.characters, self.limit
+        if chars is None or limit is None or self.phase is not Phase.THINK:
+            return None
+        left = limit - self.think_tokens - 1
+        return left if 0 <= left < chars.horizon else None
+
     def allows(self, token_id: int) -> bool:
         how, which = self._rule()
-        return token_id in which if how == "only" else token_id not in which
+        if (token_id in which) != (how == "only"):
+            return False
+        left = self._closing()
+        if left is None or token_id in self._structural or self.characters is None:
+            return True
+        return self.characters.fits(self.owed, token_id, left)
 
     def allowed_mask(self, vocab_size: int) -> list[bool]:
         """For each id below `vocab_size`, whether it may come next."""
-        how, which = self._rule()
-        if how == "only":
-            return [i in which for i in range(vocab_size)]
-        return [i not in which for i in range(vocab_size)]
+        return [self.allows(i) for i in range(vocab_size)]
 
     def apply(self, logits: Any) -> Any:
         """A copy of `logits` (torch, last dimension the vocabulary) with every forbidden id
@@ -174,6 +307,11 @@ class BudgetProcessor:
                 mask[inside] = True
             mask = mask.to(logits.device)
             self._masks[key] = mask
+        left = self._closing()
+        if left is not None and self.characters is not None:
+            cut = self.characters.forbidden(self.owed, left, vocab, logits.device).clone()
+            cut[[i for i in self._structural if i < vocab]] = False
+            mask = mask | cut
         return logits.masked_fill(mask, float("-inf"))
 
     def hf(self) -> BudgetLogitsProcessor:

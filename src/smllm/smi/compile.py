@@ -3,8 +3,10 @@ by a plain encoder that can't produce an added token, and every id checked after
 
 The seed's secure serialization (`tokens = [SYS_ID, *encode_plain(system_payload), …]`), with
 the framing of `render.py`. The encoder (`encode.PlainEncoder`, `trie.TrieEncoder`) raises
-`InjectionError` naming the payload when an encoded payload holds a structural or other added id;
-token runs given by the caller (image or action codecs) get the same check here, so a run can't
+`InjectionError` naming the payload when an encoded payload holds a structural or markup id; the
+compiler checks every encoded payload again itself, whatever the encoder (`added.check_ids`
+against the encoder's `forbidden` and the whole SMI block: it trusts no encoder's own check), and
+token runs given by the caller (image or action codecs) get the same check, so a run can't
 smuggle in a structural id either.
 """
 
@@ -15,15 +17,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .render import FRAME, Piece, pieces, transmission_pieces
-from .stream import Transmission, check
+from .stream import SmiError, Transmission, check, parse_ctrl
 from .tokens import Kind, TokenIds
+from .vocab.added import check_ids
 
 __all__ = ["IGNORE", "Compiled", "Compiler", "Encoder", "pad_batch"]
 
 #: the label of a position that isn't a training target (PyTorch's cross-entropy default)
 IGNORE = -100
-#: the modules whose encoders (exactly these classes) check every result they return
-_CHECKING_ENCODERS = frozenset({"smllm.smi.vocab.encode", "smllm.smi.vocab.trie"})
 
 
 class Encoder(Protocol):
@@ -35,8 +36,6 @@ class Encoder(Protocol):
     def encode(self, text: str) -> list[int]: ...
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]: ...
-
-    def check(self, ids: Sequence[int], what: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,8 @@ class Compiler:
         self.encoder = encoder
         self.ids = ids
         self.strict = strict
-        # smllm's own encoders check every result themselves; any other encoder (a subclass
-        # too) is checked again here: the compiler doesn't trust what it doesn't know
-        self._recheck = type(encoder).__module__ not in _CHECKING_ENCODERS
+        #: what no payload or token run may hold, checked here whatever the encoder checked
+        self.forbidden: frozenset[int] = frozenset(encoder.forbidden) | ids.all
         missing = ids.structural - encoder.forbidden
         if missing:  # the encoder must refuse the very ids the compiler inserts
             raise ValueError(f"the encoder doesn't forbid the structural ids {sorted(missing)}")
@@ -74,12 +72,15 @@ class Compiler:
     def compile_batch(self, conversations: Sequence[Sequence[Transmission]]) -> list[Compiled]:
         """Many conversations, their text encoded in one batch (the encoder's fast path)."""
         plans = []
+        limits = []
         for conversation in conversations:
             check(conversation, strict=self.strict)
             plans.append(list(pieces(conversation)))
+            limits.append(_think_limits(conversation))
         texts = [p.text for plan in plans for p in plan if p.text is not None]
         encoded = iter(self._encode_texts(texts, plans))
-        return [self._assemble(plan, encoded) for plan in plans]
+        together = zip(plans, limits, strict=True)
+        return [self._assemble(plan, encoded, limit) for plan, limit in together]
 
     def _encode_texts(self, texts: list[str], plans: list[list[Piece]]) -> list[list[int]]:
         try:
@@ -92,24 +93,30 @@ class Compiler:
                         self._encode(piece)
             raise
 
-    def _assemble(self, plan: list[Piece], encoded: Iterator[list[int]]) -> Compiled:
+    def _assemble(
+        self, plan: list[Piece], encoded: Iterator[list[int]], limits: list[int | None] | None
+    ) -> Compiled:
         out: list[int] = []
         labels: list[int] = []
         mask: list[int] = []
+        sizes: list[int] | None = [] if limits is not None else None
         for piece in plan:
             if piece.token is not None:
                 chunk = [self.ids[piece.token]]
             elif piece.text is not None:
                 chunk = next(encoded)
-                if self._recheck:
-                    self.encoder.check(chunk, piece.where or "framing")
+                check_ids(chunk, self.forbidden, piece.where or "framing")
             else:
                 assert piece.run is not None
                 chunk = list(piece.run.ids)
-                self.encoder.check(chunk, f"{piece.where}: a token run")
+                check_ids(chunk, self.forbidden, f"{piece.where}: a token run")
             out.extend(chunk)
             labels.extend(chunk if piece.target else [IGNORE] * len(chunk))
             mask.extend([int(piece.target)] * len(chunk))
+            if sizes is not None:
+                sizes.append(len(chunk))
+        if limits is not None and sizes is not None:
+            _check_think(plan, sizes, limits)
         return Compiled(out, labels, mask)
 
     # -- one transmission at a time (the runtime) ---------------------------------------------
@@ -128,7 +135,7 @@ class Compiler:
                 out.extend(self._encode(piece))
             else:
                 assert piece.run is not None
-                self.encoder.check(piece.run.ids, f"{piece.where}: a token run")
+                check_ids(piece.run.ids, self.forbidden, f"{piece.where}: a token run")
                 out.extend(piece.run.ids)
         return out
 
@@ -140,17 +147,67 @@ class Compiler:
             ids = self.encoder.encode(piece.text)
         except ValueError as exc:
             raise type(exc)(f"{where}: {exc}") from None
-        if self._recheck:
-            self.encoder.check(ids, where)
+        check_ids(ids, self.forbidden, where)
         return ids
 
     def eot_frame(self) -> list[int]:
         """The `"\\n"` after an EOT, as ids."""
-        return self.encoder.encode(FRAME)
+        ids = self.encoder.encode(FRAME)
+        check_ids(ids, self.forbidden, "the frame after <|eot|>")
+        return ids
 
     @property
     def eot(self) -> int:
         return self.ids[Kind.EOT]
+
+
+def _think_limits(conversation: Sequence[Transmission]) -> list[int | None] | None:
+    """The `ctrl.reasoning.max_tokens` in force at each transmission (a CTRL's reasoning
+    applies from the end of its transmission on, as the parser reads it); None when no
+    transmission has a limit (nothing to count)."""
+    limits: list[int | None] = []
+    limit: int | None = None
+    for transmission in conversation:
+        limits.append(limit)
+        for block in transmission.blocks:
+            if block.kind is Kind.CTRL:
+                reasoning = parse_ctrl(block.text).reasoning  # valid: `check` read it
+                if reasoning is not None:
+                    limit = reasoning.max_tokens
+    return limits if any(n is not None for n in limits) else None
+
+
+def _check_think(plan: Sequence[Piece], sizes: Sequence[int], limits: Sequence[int | None]) -> None:
+    """Refuse a transmission whose THINK ids outnumber the `max_tokens` in force, counted as
+    the parser and the budget count them: every id after a `<|think|>` up to the next
+    structural id (its framing "\n" too), all THINK blocks of the transmission together. Else
+    the compiler's own output is what a strict parser refuses and a budget never lets a model
+    write."""
+    transmission = block = count = 0
+    kind: Kind | None = None
+    past: int | None = None  # the block where the count passed the limit
+    for piece, size in zip(plan, sizes, strict=True):
+        if piece.token is Kind.EOT:
+            limit = limits[transmission]
+            if limit is not None and count > limit:
+                raise SmiError(
+                    f"its THINK blocks hold {count} ids (every id after <|think|>, the framing "
+                    f'"\\n" included), more than ctrl.reasoning.max_tokens ({limit}): shorten '
+                    "the reasoning or raise max_tokens",
+                    transmission,
+                    past,
+                )
+            transmission += 1
+            block = count = 0
+            kind = past = None
+        elif piece.token is not None:
+            kind = piece.token
+            block += 1
+        elif kind is Kind.THINK:
+            count += size
+            limit = limits[transmission]
+            if past is None and limit is not None and count > limit:
+                past = block - 1
 
 
 def pad_batch(

@@ -22,6 +22,7 @@ __all__ = [
     "MODES",
     "Block",
     "Ctrl",
+    "InjectionError",
     "Part",
     "Reasoning",
     "SmiError",
@@ -52,6 +53,10 @@ class SmiError(ValueError):
         self.reason = message
         self.transmission = transmission
         self.block = block
+
+
+class InjectionError(SmiError):
+    """An encoding of untrusted text holds a forbidden (structural, special or markup) id."""
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,16 @@ For trusted input only: a text template can't tell a payload's literal `<|sys|>`
 structural token (seed 003; transformers #29279), so untrusted payloads go through the
 compiler. On trusted input its text is `render.render_text(convert.from_messages(messages,
 tools, smi_ctrl))` exactly, so `apply_chat_template(…, tokenize=True)` gives the compiler's ids
-(tests/smi/test_template.py checks that over many conversations). Tool-call `arguments` must be
+(tests/smi/test_compiler.py checks that over many conversations). Tool-call `arguments` must be
 objects here (a template can't parse a JSON string; the converter does).
+
+What the model writes is inside `{% generation %}` markers: its blocks and its `<|eot|>`, not
+the `"\\n"` after that `<|eot|>` (the runtime supplies it), exactly where the compiler's
+`assistant_mask` is 1; so `apply_chat_template(…, return_assistant_tokens_mask=True,
+return_dict=True, tokenize=True)` gives the compiler's mask (tests/smi/test_template.py). A
+model transmission's `<|eot|>` is written when the next message (or the end) shows the
+transmission is over, so it has a span of its own. While the model speaks, no CAPS block is
+pending (it went out with the runtime's first transmission), so none is written there.
 """
 
 from __future__ import annotations
@@ -54,7 +62,11 @@ CHAT_TEMPLATE = r"""
 {%- endif -%}
 {%- for m in messages -%}
 {%- if m.role == 'assistant' -%}
-{%- if ns.side -%}{{- ns.caps -}}{{- '<|eot|>\n' -}}{%- set ns.caps = '' -%}{%- endif -%}
+{%- if ns.side == 'model' -%}
+{%- generation -%}{{- '<|eot|>' -}}{%- endgeneration -%}{{- '\n' -}}
+{%- elif ns.side -%}{{- ns.caps -}}{{- '<|eot|>\n' -}}{%- set ns.caps = '' -%}
+{%- endif -%}
+{%- generation -%}
 {%- if m.reasoning_content -%}{{- block('think', text(m.reasoning_content)) -}}{%- endif -%}
 {%- if m.content -%}{{- block('out', text(m.content)) -}}{%- endif -%}
 {%- for c in m.tool_calls or [] -%}
@@ -65,10 +77,13 @@ CHAT_TEMPLATE = r"""
 {%- endif -%}
 {{- block('act', json({'id': c.id, 'type': 'tool', 'name': f.name, 'arguments': args})) -}}
 {%- endfor -%}
+{%- endgeneration -%}
 {%- set ns.side = 'model' -%}{%- set ns.first = false -%}
 {%- elif m.role in R -%}
 {%- set rank = R[m.role] -%}
-{%- if ns.side == 'model' or (ns.side == 'runtime' and ns.last > rank) -%}
+{%- if ns.side == 'model' -%}
+{%- generation -%}{{- '<|eot|>' -}}{%- endgeneration -%}{{- '\n' -}}{%- set ns.first = false -%}
+{%- elif ns.side == 'runtime' and ns.last > rank -%}
 {{- ns.caps -}}{{- '<|eot|>\n' -}}{%- set ns.caps = '' -%}{%- set ns.first = false -%}
 {%- endif -%}
 {%- if ns.caps and rank > 3 -%}{{- ns.caps -}}{%- set ns.caps = '' -%}{%- endif -%}
@@ -88,7 +103,10 @@ CHAT_TEMPLATE = r"""
 {{- raise_exception('unknown role: ' ~ m.role) -}}
 {%- endif -%}
 {%- endfor -%}
-{%- if ns.side -%}{{- ns.caps -}}{{- '<|eot|>\n' -}}{%- endif -%}
+{%- if ns.side == 'model' -%}
+{%- generation -%}{{- '<|eot|>' -}}{%- endgeneration -%}{{- '\n' -}}
+{%- elif ns.side -%}{{- ns.caps -}}{{- '<|eot|>\n' -}}
+{%- endif -%}
 """.strip()
 
 

@@ -50,12 +50,14 @@ class Sampler:
     `temperature` 0 is greedy (argmax; ties go to the lowest id). Otherwise softmax of
     `logits / temperature`, restricted to the `top_k` best when set, drawn with a
     `torch.Generator` the caller owns: the runtime makes one per session (`rng(seed)`), so
-    one session's draws never depend on another's.
+    one session's draws never depend on another's. `seed` None (the default) gives each
+    session a fresh random seed; a number gives every session without its own seed that one
+    (reproducible runs).
     """
 
     temperature: float = 0.0
     top_k: int | None = None
-    seed: int = 0
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -68,11 +70,15 @@ class Sampler:
         return self.temperature == 0
 
     def rng(self, seed: int | None = None) -> Any:
-        """A fresh generator seeded with `seed` (default: this sampler's)."""
+        """A fresh generator seeded with `seed` (default: this sampler's, else a random one)."""
+        import secrets
+
         import torch
 
+        if seed is None:
+            seed = self.seed if self.seed is not None else secrets.randbits(63)
         generator = torch.Generator()
-        generator.manual_seed(self.seed if seed is None else seed)
+        generator.manual_seed(seed)
         return generator
 
     def pick(self, logits: Any, rng: Any = None) -> int:

@@ -23,12 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ONE_TOKEN_FAMILIES", "HFBackend", "HFState"]
+__all__ = ["ONE_TOKEN_FAMILIES", "RECURRENT_FAMILIES", "HFBackend", "HFState"]
 
 #: model types whose multi-id feeds onto a non-empty cache are wrong: fed one id at a time
 ONE_TOKEN_FAMILIES = frozenset({"mamba", "falcon_mamba"})
 #: model types whose memory is `state=` / `.state` (RWKV-4); every other type uses `cache=`
 STATE_FAMILIES = frozenset({"rwkv"})
+#: model types whose memory is a fixed-size recurrent state: no bound on a session's ids
+RECURRENT_FAMILIES = frozenset({"mamba", "mamba2", "falcon_mamba", "rwkv"})
+#: the config keys a KV model's position limit goes by
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
 
 
 @dataclass
@@ -46,7 +50,9 @@ class HFBackend:
     """A transformers causal LM (`model.eval()` is called) behind the `Backend` protocol.
 
     `one_token_at_a_time` overrides the family rule (None: Mamba-1 and FalconMamba only);
-    `keep_history` keeps every fed id in the state (for tests and debugging).
+    `keep_history` keeps every fed id in the state (for tests and debugging); `context` is how
+    many ids a state holds (None: the config's position limit for a KV model, no bound for a
+    recurrent one: `RECURRENT_FAMILIES`).
     """
 
     def __init__(
@@ -55,6 +61,7 @@ class HFBackend:
         *,
         one_token_at_a_time: bool | None = None,
         keep_history: bool = False,
+        context: int | None = None,
     ) -> None:
         self.model = model.eval()
         self.model_type = str(getattr(model.config, "model_type", ""))
@@ -67,6 +74,9 @@ class HFBackend:
         self.keep_history = keep_history
         out = model.get_output_embeddings()
         self._vocab = int(out.weight.shape[0]) if out is not None else int(model.config.vocab_size)
+        self.context = context if context is not None else _positions(model.config)
+        if self.model_type in RECURRENT_FAMILIES and context is None:
+            self.context = None
 
     @property
     def vocab_size(self) -> int:
@@ -78,6 +88,11 @@ class HFBackend:
 
     def new_state(self) -> HFState:
         return HFState()
+
+    def room(self, state: HFState) -> int | None:
+        """How many more ids `state` can take (None: no bound). A KV model fed past its
+        position limit fails (GPT-2: an IndexError) or reads positions it never learnt."""
+        return None if self.context is None else self.context - state.seen
 
     def feed(self, state: HFState, ids: Sequence[int]) -> Any:
         """Run `ids` onto `state`; the logits (1-D, float32) of the last position."""
@@ -116,3 +131,11 @@ class HFBackend:
 
     def restore(self, snapshot: HFState) -> HFState:
         return copy.deepcopy(snapshot)
+
+
+def _positions(config: Any) -> int | None:
+    for key in _POSITION_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None

@@ -1,5 +1,9 @@
 """The tokenizer wing: every vocabulary family SMI runs on and every `tokenizers` import.
 
+- `backend`: the `tokenizers.Tokenizer` behind a tokenizer, and the Metaspace "first" → "never"
+  rewrite every private copy needs;
+- `added`: the rule that splits added tokens into markup and content, and the one check that
+  untrusted text never yields a forbidden id;
 - `install`: put the SMI block into a tokenizer (and a model's embeddings), or find it;
 - `encode`: untrusted payload text → ids that can never be structure (`PlainEncoder`);
 - `trie`: the RWKV world vocabulary's linear trie encoder;

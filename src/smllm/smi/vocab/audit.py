@@ -17,6 +17,14 @@ installed or not, in several spellings) must give no forbidden id; anything else
 `plain_encoder_leaks`, which must be empty. The payload variants wrap the text bare, glued
 (`a<t>b`), spaced (`a <t> b`) and upper-cased, so tokens with `lstrip`/`rstrip`/`single_word`
 and normalised tokens under a lowercasing normaliser (`<TOOL_CALL>` on BERT) are caught too.
+
+Each added token also gets its role, markup or content, and why (`added.classify`); a token that
+holds an SMI token's text plus other text is listed in `unsafe_tokens`. A tokenizer without the
+SMI tokens is audited as it is, and `would_install` gives the 32 texts and the ids installing
+would give them (found by installing into a copy), or `install_refusal` says why it can't. On a
+`▁` vocabulary, `literal_u2581` says what a literal `▁` in a payload becomes (encode.py).
+`audit_trie` audits the RWKV world trie (no added vocabulary: only the plain-encoder proof).
+A report is `safe` when the plain encoder leaks nothing and no added token is unsafe.
 """
 
 from __future__ import annotations
@@ -27,11 +35,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..stream import InjectionError
 from ..tokens import BLOCK_SIZE, TokenIds, slot_text
-from .encode import InjectionError, PlainEncoder
-from .install import backend_of, find_tokens
+from .backend import backend_of
+from .encode import PlainEncoder
+from .install import find_tokens, install_tokens
 
-__all__ = ["AddedTokenAudit", "AuditReport", "audit"]
+__all__ = ["AddedTokenAudit", "AuditReport", "audit", "audit_trie"]
 
 HF_PATHS = ("default", "add_special_tokens=False", "split_special_tokens=True", "backend")
 RAW_PATHS = ("backend", "encode_special_tokens=True")
@@ -51,6 +61,11 @@ class AddedTokenAudit:
     normalized: bool
     smi: bool
     leaks_through: tuple[str, ...]
+    #: "markup" (forbidden to payloads) or "content" (payload text), and why
+    role: str = "markup"
+    reason: str = ""
+    #: why no tokenizer should hold it (it holds an SMI token's text plus other text)
+    unsafe: str | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,13 @@ class AuditReport:
     added: tuple[AddedTokenAudit, ...]
     #: payloads the PlainEncoder turned into a forbidden id (must be empty)
     plain_encoder_leaks: tuple[str, ...]
+    #: without SMI tokens: (text, id) for each slot as installing would add them
+    would_install: tuple[tuple[str, int], ...] | None = None
+    #: without SMI tokens: why installing would be refused (None when it wouldn't)
+    install_refusal: str | None = None
+    #: what a literal ▁ in a payload becomes on a ▁ vocabulary: "bytes" or "space"; None
+    #: elsewhere (encode.py)
+    literal_u2581: str | None = None
 
     def leaking(self, path: str) -> tuple[AddedTokenAudit, ...]:
         """The added tokens a payload reaches through `path`."""
@@ -72,11 +94,16 @@ class AuditReport:
         return tuple(t for t in self.added if path in t.leaks_through)
 
     @property
+    def unsafe_tokens(self) -> tuple[AddedTokenAudit, ...]:
+        """Added tokens no tokenizer should hold (they hold an SMI token's text plus more)."""
+        return tuple(t for t in self.added if t.unsafe is not None)
+
+    @property
     def safe(self) -> bool:
-        return not self.plain_encoder_leaks
+        return not self.plain_encoder_leaks and not self.unsafe_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "safe": self.safe}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=2)
@@ -124,14 +151,51 @@ def _smi_ids(tokenizer: Any) -> TokenIds | None:
         return None
 
 
+def _would_install(
+    tokenizer: Any, backend: Any
+) -> tuple[tuple[tuple[str, int], ...] | None, str | None]:
+    """(text, id) per slot as installing into a copy gives them, or why it is refused."""
+    from tokenizers import Tokenizer
+
+    target = (
+        Tokenizer.from_str(backend.to_str()) if backend is tokenizer else copy.deepcopy(tokenizer)
+    )
+    try:
+        ids = install_tokens(target)
+    except ValueError as exc:
+        return None, str(exc)
+    return tuple((slot_text(slot), ids[slot]) for slot in range(BLOCK_SIZE)), None
+
+
+def _leaks(encoder: Any, payloads: list[str]) -> tuple[str, ...]:
+    """The refusals of `encoder` over `payloads` (each an `InjectionError`'s message)."""
+    leaks: list[str] = []
+    for payload in payloads:
+        try:
+            encoder.encode(payload, what=repr(payload))
+        except InjectionError as exc:
+            leaks.append(str(exc))
+    return tuple(leaks)
+
+
+def _slot_payloads() -> list[str]:
+    payloads: list[str] = []
+    for slot in range(BLOCK_SIZE):
+        text = slot_text(slot)
+        payloads.extend((*_variants(text), text.title(), text[:3] + "\u200b" + text[3:]))
+    return payloads
+
+
 def audit(tokenizer: Any) -> AuditReport:
-    """Audit `tokenizer` (an HF fast tokenizer or a `tokenizers.Tokenizer`); it is not changed."""
+    """Audit `tokenizer` (an HF fast tokenizer or a `tokenizers.Tokenizer`, with or without the
+    SMI tokens); it is not changed."""
     backend = backend_of(tokenizer)
     is_hf = backend is not tokenizer
     paths = _hf_paths(tokenizer) if is_hf else _raw_paths(backend)
     ids = _smi_ids(tokenizer)
     smi = ids.all if ids is not None else frozenset()
     encoder = PlainEncoder.from_tokenizer(tokenizer, ids)
+    roles = {r.id: r for r in encoder.roles}
     rows: list[AddedTokenAudit] = []
     payloads: list[str] = []
     for token_id, token in sorted(backend.get_added_tokens_decoder().items()):
@@ -140,20 +204,21 @@ def audit(tokenizer: Any) -> AuditReport:
         reached = tuple(
             name for name, run in paths.items() if any(token_id in run(v) for v in variants)
         )
+        role = roles[token_id]
         rows.append(
             AddedTokenAudit(
-                token_id, token.content, token.special, token.normalized, token_id in smi, reached
+                token_id,
+                token.content,
+                token.special,
+                token.normalized,
+                token_id in smi,
+                reached,
+                role.role,
+                role.reason,
+                role.unsafe,
             )
         )
-    for slot in range(BLOCK_SIZE):
-        text = slot_text(slot)
-        payloads.extend((*_variants(text), text.title(), text[:3] + "\u200b" + text[3:]))
-    leaks: list[str] = []
-    for payload in payloads:
-        try:
-            encoder.encode(payload, what=repr(payload))
-        except InjectionError as exc:
-            leaks.append(str(exc))
+    would, refusal = _would_install(tokenizer, backend) if ids is None else (None, None)
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
     size = len(tokenizer) if is_hf else backend.get_vocab_size(with_added_tokens=True)
     return AuditReport(
@@ -162,5 +227,21 @@ def audit(tokenizer: Any) -> AuditReport:
         smi_ids=ids.ids if ids is not None else None,
         paths=tuple(paths),
         added=tuple(rows),
-        plain_encoder_leaks=tuple(leaks),
+        plain_encoder_leaks=_leaks(encoder, payloads + _slot_payloads()),
+        would_install=would,
+        install_refusal=refusal,
+        literal_u2581=encoder.literal_u2581,
+    )
+
+
+def audit_trie(trie: Any) -> AuditReport:
+    """Audit a trie vocabulary (`trie.TrieEncoder`): it has no added tokens and no naive path,
+    so the report is the plain-encoder proof over every SMI slot's text."""
+    return AuditReport(
+        tokenizer="rwkv-world",
+        vocab_size=int(trie.vocab_size),
+        smi_ids=trie.ids.ids,
+        paths=(),
+        added=(),
+        plain_encoder_leaks=_leaks(trie, _slot_payloads()),
     )

@@ -1,10 +1,11 @@
 """Incremental, UTF-8-safe decoding of payload ids, one id at a time (smi-notes §4.6).
 
 Decoding each id on its own turns a character split across byte-level tokens into U+FFFD, and
-"decode the prefix and slice" can change text already shown. A `Decoder` returns only complete
-characters from `step`, keeps an incomplete tail until a later id completes it, and gives the
-rest at `flush` (the end of a payload piece: the next structural id or a token run). The
-parser calls `reset` at each block start, so nothing of one payload leaks into the next.
+"decode the prefix and slice" can change text already shown. A decoder here (the parser's
+`Decoder` protocol, smi/parser/decoder.py) returns only complete characters from `step`, keeps
+an incomplete tail until a later id completes it, and gives the rest at `flush` (the end of a
+payload piece: the next structural id or a token run). The parser calls `reset` at each block
+start, so nothing of one payload leaks into the next.
 
 - `BytesDecoder` is for vocabularies whose ids stand for raw bytes: the RWKV world trie
   (`token_bytes`) and every Hugging Face tokenizer whose decoder is a plain ByteLevel (GPT-2,
@@ -18,7 +19,7 @@ parser calls `reset` at each block start, so nothing of one payload leaks into t
   tokenizers ByteLevel decoder; the tests check it against `decode` over whole vocabularies and
   random id sequences). Each id's bytes are learnt the first time an id is seen (`ByteTable`,
   one per vocabulary, shared by its decoders); ids whose bytes are whole characters also keep
-  their text, which the parser's inline path reads with one dict lookup (`raw_step`): several
+  their text, which the parser's inline path reads with one dict lookup (`fast_step`): several
   times cheaper than a `DecodeStream.step`.
 - `PieceDecoder` (metaspace.py) is for the `▁` family: a Metaspace decoder, or Replace `▁` +
   ByteFallback + Fuse (+ Strip) as in Llama 2, Mistral and Gemma; its `PieceTable` is learnt and
@@ -45,44 +46,26 @@ from __future__ import annotations
 
 import codecs
 import json
-import types
 import weakref
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from .backend import backend_of, never_first
 from .metaspace import PieceDecoder, PieceTable, decoder_shape
 
 __all__ = [
     "ByteTable",
     "BytesDecoder",
-    "Decoder",
     "HFDecoder",
     "PieceDecoder",
+    "VocabDecoder",
     "decoder_for",
-    "fast_step",
     "piece_backend",
+    "token_bytes_of",
     "vocabulary_table",
 ]
 
 _REPLACEMENT = "\ufffd"
-
-
-@runtime_checkable
-class Decoder(Protocol):
-    """Text from payload ids, one id at a time; only complete characters come out."""
-
-    def step(self, token_id: int) -> str:
-        """The text this id completes ("" while a character is still incomplete). Raises
-        ValueError for an id the vocabulary doesn't have."""
-        ...
-
-    def flush(self) -> str:
-        """The rest of the current piece (an incomplete tail as U+FFFD); starts a new piece."""
-        ...
-
-    def reset(self) -> None:
-        """Forget the current piece without returning its tail."""
-        ...
 
 
 class ByteTable:
@@ -114,7 +97,7 @@ class ByteTable:
         return data
 
 
-#: `raw_step`'s table while a character is incomplete: every id takes `step`
+#: `fast_step`'s table while a character is incomplete: every id takes `step`
 _NOTHING: dict[int, str] = {}
 
 
@@ -130,10 +113,10 @@ class BytesDecoder:
     def step(self, token_id: int) -> str:
         return self._decode(self._table[token_id], False)
 
-    def raw_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]]:
-        """`(dict.get, texts, step)` for `fast_step`: while no character is incomplete, an id
-        with whole characters is its text; any other id (None) takes `step`. Valid until the
-        next call of a method of this decoder."""
+    def fast_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]]:
+        """`(dict.get, texts, step)` (the parser's `Decoder.fast_step`): while no character is
+        incomplete, an id with whole characters is its text; any other id (None) takes `step`.
+        Valid until the next call of a method of this decoder."""
         pending = self._decoder.getstate()[0]
         return dict.get, _NOTHING if pending else self._table.texts, self.step
 
@@ -157,7 +140,7 @@ class HFDecoder:
     """
 
     def __init__(self, tokenizer: Any) -> None:
-        self._backend = piece_backend(_backend_of(tokenizer, "HFDecoder"))
+        self._backend = piece_backend(backend_of(tokenizer))
         #: ids below this have a token (a decoder made before tokens were added doesn't know
         #: them: make a new one)
         self._size: int = self._backend.get_vocab_size(with_added_tokens=True)
@@ -199,6 +182,11 @@ class HFDecoder:
             return piece
         return ""
 
+    def fast_step(self) -> tuple[Callable[[Any, int], str | None], Any, None]:
+        """`(step, self, None)` (the parser's `Decoder.fast_step`): no table, every id is a
+        call of `step`."""
+        return type(self).step, self, None
+
     def flush(self) -> str:
         given = "".join(self._given)
         full = self._decode() if self._ids else ""
@@ -210,53 +198,8 @@ class HFDecoder:
         return ""
 
 
-def _call(step: Callable[[int], str], token_id: int) -> str:
-    return step(token_id)
-
-
-def fast_step(
-    decoder: Decoder,
-) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str] | None]:
-    """`(step, arg, held)` for a hot loop: `step(arg, id)` does `decoder.step(id)`'s work; where
-    it gives None, `held(id)` does it (`held` is None when `step` never gives None). Valid
-    until the next call of a method of the decoder: ask again after one."""
-    raw = getattr(decoder, "raw_step", None)
-    if raw is not None:
-        return raw()  # type: ignore[no-any-return]
-    method = decoder.step
-    if isinstance(method, types.MethodType):
-        return method.__func__, method.__self__, None
-    return _call, method, None
-
-
-def _backend_of(tokenizer: Any, who: str) -> Any:
-    from tokenizers import Tokenizer
-
-    backend = getattr(tokenizer, "backend_tokenizer", tokenizer)
-    if not isinstance(backend, Tokenizer):
-        raise ValueError(
-            f"{who} needs a tokenizers.Tokenizer or a fast tokenizer with "
-            f"backend_tokenizer, not {type(tokenizer).__name__}"
-        )
-    return backend
-
-
 #: backend -> (vocabulary size, its piece copy or None when it is fine as it is)
 _PIECE_BACKENDS: weakref.WeakKeyDictionary[Any, tuple[int, Any]] = weakref.WeakKeyDictionary()
-
-
-def _never(node: Any) -> bool:
-    """Metaspace `prepend_scheme "first"` → `"never"` in a decoder's JSON, walking Sequences
-    (as `PlainEncoder` does to encode: a segment is never first; `"always"` prepends a `▁` to
-    every piece when encoding, so its decoder rightly strips one and stays)."""
-    changed = False
-    if isinstance(node, dict):
-        if node.get("type") == "Metaspace" and node.get("prepend_scheme") == "first":
-            node["prepend_scheme"] = "never"
-            changed = True
-        for child in node.get("decoders") or ():
-            changed = _never(child) or changed
-    return changed
 
 
 def piece_backend(backend: Any) -> Any:
@@ -269,7 +212,7 @@ def piece_backend(backend: Any) -> Any:
         return cached[1] or backend
     data = json.loads(backend.to_str())
     copy = None
-    if _never(data.get("decoder")):
+    if never_first(data.get("decoder")):
         from tokenizers import Tokenizer
 
         copy = Tokenizer.from_str(json.dumps(data))
@@ -337,7 +280,7 @@ def vocabulary_table(tokenizer: Any) -> Table | None:
     per backend and decoder. None for any other decoder (WordPiece, …)."""
     from tokenizers.decoders import ByteLevel
 
-    backend = _backend_of(tokenizer, "vocabulary_table")
+    backend = backend_of(tokenizer)
     decoder = backend.decoder
     state = decoder.__getstate__() if decoder is not None else None
     cached = _TABLES.get(backend)
@@ -356,7 +299,31 @@ def vocabulary_table(tokenizer: Any) -> Table | None:
     return table
 
 
-def decoder_for(vocabulary: Any) -> Decoder:
+def token_bytes_of(tokenizer: Any) -> Callable[[int], bytes] | None:
+    """Each id's bytes as a Hugging Face tokenizer's decoder joins them (`vocabulary_table`: a
+    ByteLevel token's bytes; a `▁`-family token's text, or its ByteFallback byte), for the
+    budget's whole-character cut and the constraint's grammar; None where the decoder doesn't
+    join bytes (WordPiece and the like)."""
+    table = vocabulary_table(tokenizer)
+    if table is None:
+        return None
+    if isinstance(table, ByteTable):
+        return table.__getitem__
+    pieces = table
+
+    def token_bytes(token_id: int) -> bytes:
+        byte = pieces.learn(token_id)  # a ByteFallback byte, or None for a text piece
+        return bytes([byte]) if byte is not None else pieces.texts[token_id].encode("utf-8")
+
+    return token_bytes
+
+
+#: the decoders of this wing, each one the parser's `Decoder` protocol (smi/parser/decoder.py:
+#: the parser, a higher room, owns the protocol; this is what `load.Vocabulary` hands it)
+VocabDecoder = BytesDecoder | HFDecoder | PieceDecoder
+
+
+def decoder_for(vocabulary: Any) -> VocabDecoder:
     """The decoder that fits: `BytesDecoder` for an object with `token_bytes(id) -> bytes` (a
     trie encoder) or a Hugging Face tokenizer with a plain ByteLevel decoder, `PieceDecoder`
     for one of the `▁` family, `HFDecoder` for any other."""

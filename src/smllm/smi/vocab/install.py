@@ -9,6 +9,10 @@ is an error (its id carries trained meaning), and SMI tokens already installed a
 keep their ids (installing again changes nothing: idempotent). Freshly appended tokens get the
 contiguous ids `base + slot`.
 
+A tokenizer with an added token that holds an SMI token's text plus other text (`<|eot|>\n`,
+`x<|act|>`) is refused: the full tokenizer would match it instead of the SMI token, so the text
+a template renders and the ids the compiler gives would disagree (the audit flags it too).
+
 Every token is verified after installing: on a private copy of the backend (never touching the
 caller's `encode_special_tokens` flag, which transformers flips for `split_special_tokens`), the
 token's text encodes to exactly its one id.
@@ -35,23 +39,24 @@ from __future__ import annotations
 from typing import Any
 
 from ..tokens import BLOCK_SIZE, BOS, EOS, TokenIds, slot_text
+from .added import smi_text_in
+from .backend import backend_of
 
-__all__ = ["backend_of", "find_tokens", "install_tokens"]
+__all__ = ["backend_of", "find_tokens", "install_tokens", "refuse_smi_text_holders"]
 
 
-def backend_of(tokenizer: Any) -> Any:
-    """The `tokenizers.Tokenizer` behind `tokenizer` (an HF fast tokenizer, or one itself)."""
-    from tokenizers import Tokenizer
-
-    if isinstance(tokenizer, Tokenizer):
-        return tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if isinstance(backend, Tokenizer):
-        return backend
-    raise TypeError(
-        f"{type(tokenizer).__name__} is not a fast tokenizer: SMI needs a "
-        "transformers PreTrainedTokenizerFast or a tokenizers.Tokenizer"
-    )
+def refuse_smi_text_holders(backend: Any) -> None:
+    """ValueError naming the first added token that holds an SMI token's text plus other text
+    (module docstring)."""
+    for token_id, token in sorted(backend.get_added_tokens_decoder().items()):
+        text = str(token.content)
+        inside = smi_text_in(text)
+        if inside is not None and text != inside:
+            raise ValueError(
+                f"the added token {text!r} (id {token_id}) holds the SMI token text {inside} "
+                f"plus other text: the tokenizer would match it instead of {inside}; remove it "
+                "from the tokenizer before installing the SMI tokens"
+            )
 
 
 def _added_by_text(backend: Any) -> dict[str, tuple[int, Any]]:
@@ -134,6 +139,7 @@ def install_tokens(tokenizer: Any, model: Any = None, *, sequence_tokens: bool =
     from tokenizers import AddedToken
 
     backend = backend_of(tokenizer)
+    refuse_smi_text_holders(backend)
     is_hf = backend is not tokenizer
     old_len = len(tokenizer) if is_hf else backend.get_vocab_size(with_added_tokens=True)
     found, missing = _find(backend)

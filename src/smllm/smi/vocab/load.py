@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..tokens import TokenIds
-from .decode import Decoder, decoder_for
+from .decode import VocabDecoder, decoder_for
 
-__all__ = ["RWKV_WORLD", "Vocabulary", "load_vocabulary"]
+__all__ = ["RWKV_WORLD", "Vocabulary", "load_tokenizer", "load_vocabulary"]
 
 #: the name of the RWKV world vocabulary
 RWKV_WORLD = "rwkv-world"
@@ -33,19 +33,25 @@ class Vocabulary:
     tokenizer: Any | None
     installed: bool = False
 
-    def decoder(self) -> Decoder:
+    def decoder(self) -> VocabDecoder:
         return decoder_for(self.tokenizer if self.tokenizer is not None else self.encoder)
 
 
-def load_vocabulary(spec: str, *, install: bool = False) -> Vocabulary:
+def load_vocabulary(spec: str, *, install: bool = False, base: int | None = None) -> Vocabulary:
     """The vocabulary `spec` names; ValueError says what's wrong (missing file, not a fast
-    tokenizer, no SMI tokens and no `install`)."""
+    tokenizer, no SMI tokens and no `install`). `base`: where the SMI block starts in the RWKV
+    world vocabulary (trie.py; default right after it)."""
     if spec == RWKV_WORLD:
         from .trie import TrieEncoder
 
-        trie = TrieEncoder()
+        trie = TrieEncoder(base=base)
         return Vocabulary(spec, trie, trie.ids, None)
-    tokenizer = _hf_tokenizer(spec)
+    if base is not None:
+        raise ValueError(
+            f"{spec}: --base places the SMI block in the {RWKV_WORLD} vocabulary only; a "
+            "tokenizer's SMI ids are the ones installed in it"
+        )
+    tokenizer = load_tokenizer(spec)
     from .encode import PlainEncoder
     from .install import find_tokens, install_tokens
 
@@ -64,7 +70,7 @@ def load_vocabulary(spec: str, *, install: bool = False) -> Vocabulary:
     return Vocabulary(spec, encoder, ids, tokenizer, installed)
 
 
-def _hf_tokenizer(spec: str) -> Any:
+def load_tokenizer(spec: str) -> Any:
     """A `tokenizers.Tokenizer` for a tokenizer.json (transformers isn't needed, nor its
     seconds of import), a transformers fast tokenizer for a folder."""
     if not os.path.exists(spec):

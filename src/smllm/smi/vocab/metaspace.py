@@ -34,7 +34,7 @@ from typing import Any
 __all__ = ["PieceDecoder", "PieceTable", "Shape", "shape_of"]
 
 _REPLACEMENT = "\ufffd"
-#: `raw_step`'s table while the next text can't be read as it is: every id takes `step`
+#: `fast_step`'s table while the next text can't be read as it is: every id takes `step`
 _NOTHING: dict[int, str] = {}
 
 
@@ -150,7 +150,7 @@ class PieceTable:
 
 
 class PieceDecoder:
-    """A `PieceTable` streamed piece by piece (the `Decoder` protocol of decode.py)."""
+    """A `PieceTable` streamed piece by piece (the parser's `Decoder` protocol)."""
 
     def __init__(self, table: PieceTable, owner: Any = None) -> None:
         self._owner = owner  # a shared table's vocabulary, kept alive while this decoder is
@@ -182,8 +182,8 @@ class PieceDecoder:
             text = self._end_group() + text
         return self._stripped(text) if self._strip_left else text
 
-    def raw_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]]:
-        """`(dict.get, texts, step)` for `fast_step` (decode.py): a text token is its text
+    def fast_step(self) -> tuple[Callable[[Any, int], str | None], Any, Callable[[int], str]]:
+        """`(dict.get, texts, step)` (the parser's `Decoder.fast_step`): a text token is its text
         while no group is open and the piece's start is settled; any other id takes `step`.
         Valid until the next call of a method of this decoder."""
         settled = not self._in_group and not self._first and not self._strip_left

@@ -20,7 +20,16 @@ Ids: 0 is the world vocabulary's end-of-text (not in the file; no bytes encode t
 the last vocabulary id, and the SMI block defaults to 65530..65561 (`TokenIds.contiguous(65530)`)
 so a world model's embedding matrix must grow to at least 65562 rows (`vocab_size`). Both 0 and
 the block are `forbidden`; since the trie holds only vocabulary bytes, no payload can reach them,
-and every result is checked all the same.
+and every result is checked all the same (`added.check_ids`).
+
+The default matches the reference implementation (aabbdev/state-model-interface, read at
+a323cb9): its `install_smi_tokens` calls `tokenizer.add_special_tokens` with the ten tokens in
+the seed's order on the HF rendering of this vocabulary (WordPiece over the same 65,529 byte
+strings, id 0 its end-of-text: 65,530 ids), so they land at `len(tokenizer)` + slot = 65530 +
+slot, exactly `TokenIds.contiguous(65530)`'s slots 0-9 (it reserves no slots 10-31; smllm's
+reserve follows them, so the ten ids agree and a reference-trained model needs only its matrix
+grown). A world model whose tokenizer put the block elsewhere is served with `base=`
+(`smllm smi … --base N`): the block then starts at N, which must lie past the vocabulary.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from ..tokens import TokenIds, slot_text
-from .encode import InjectionError
+from .added import check_ids
 
 __all__ = [
     "END_OF_TEXT",
@@ -124,15 +133,28 @@ def load_vocab(path: str | None = None) -> Vocab:
 class TrieEncoder:
     """`PlainEncoder`'s interface over the RWKV world vocabulary (module docstring)."""
 
-    def __init__(self, ids: TokenIds | None = None, path: str | None = None) -> None:
+    def __init__(
+        self, ids: TokenIds | None = None, path: str | None = None, *, base: int | None = None
+    ) -> None:
+        """`ids`: the SMI block's ids, or `base`: where a contiguous block starts (default
+        `SMI_BASE`, right after the vocabulary; module docstring); not both."""
         self.vocab = load_vocab(path)
-        self.ids = ids if ids is not None else TokenIds.contiguous(self.vocab.last_id + 1)
-        clash = sorted(i for i in self.ids.ids if i in self.vocab.tokens or i == END_OF_TEXT)
+        if ids is not None and base is not None:
+            raise ValueError("give the SMI ids or their base, not both")
+        if ids is None:
+            ids = TokenIds.contiguous(self.vocab.last_id + 1 if base is None else base)
+        self.ids = ids
+        clash = sorted(i for i in self.ids.ids if i in self.vocab.tokens or i <= END_OF_TEXT)
         if clash:
-            raise ValueError(f"SMI ids {clash} are vocabulary ids; the block must follow them")
+            raise ValueError(
+                f"SMI ids {clash[0]}-{clash[-1]} are the world vocabulary's own ids (1-"
+                f"{self.vocab.last_id}) or its end-of-text 0: the block must start past them"
+            )
         self.forbidden: frozenset[int] = self.ids.all | {END_OF_TEXT}
         self.vocab_size = max(self.vocab.last_id, *self.ids.ids) + 1
         self._slot = {token_id: slot for slot, token_id in enumerate(self.ids.ids)}
+        self._names = {i: slot_text(slot) for i, slot in self._slot.items()}
+        self._names[END_OF_TEXT] = "end-of-text"
 
     def encode_bytes(self, data: bytes) -> list[int]:
         """Greedy longest match over `data` (no check: `encode` checks)."""
@@ -161,7 +183,7 @@ class TrieEncoder:
     def encode(self, text: str, what: str = "payload") -> list[int]:
         """The ids of `text` (UTF-8) as plain text; `what` names it in an `InjectionError`."""
         ids = self.encode_bytes(text.encode("utf-8"))
-        self.check(ids, what)
+        check_ids(ids, self.forbidden, what, self._names)
         return ids
 
     def encode_batch(self, texts: Sequence[str], what: str = "payload") -> list[list[int]]:
@@ -169,13 +191,7 @@ class TrieEncoder:
 
     def check(self, ids: Sequence[int], what: str) -> None:
         """Raise `InjectionError` naming `what` if `ids` hold a forbidden id."""
-        if self.forbidden.isdisjoint(ids):
-            return
-        at = next(n for n, i in enumerate(ids) if i in self.forbidden)
-        raise InjectionError(
-            f"{what} encoded to a forbidden id {ids[at]} at position {at}: untrusted text "
-            "must never yield a structural or control token"
-        )
+        check_ids(ids, self.forbidden, what, self._names)
 
     def token_bytes(self, token_id: int) -> bytes:
         """A token's bytes: vocabulary bytes, an SMI slot's text, b"" for end-of-text."""

@@ -1,4 +1,5 @@
-"""A streaming parser for SMI token ids: model output as it is sampled, or whole conversations.
+"""`StreamParser`: ids in, events out; the payload path (decoding, framing, token runs) and the
+inline fast path of `feed`, with the structure left to `grammar.Grammar`.
 
 Structure is read from ids only: a structural id opens a block (closing the one before) or
 ends the transmission; nothing in the decoded text can. Payload ids go through a `Decoder`
@@ -9,67 +10,28 @@ structural id are framing, the rest is payload. So a text delta never ends with 
 the parser hasn't yet seen followed by more payload: it holds that one back until the next
 id says whether it was the last character. A payload without the framing newlines (a model
 that left them out, or a WordPiece vocabulary that can't encode them) is read as it is.
-
-Ids outside the text vocabulary (`is_text` false, or inside a `modalities` range) become
-`TokenRun` parts, one run per stretch of one modality, and `PayloadTokens` events.
-
-Feeding ids one at a time or in chunks of any size gives the same events: every id is
-handled on its own and nothing depends on where a chunk ends.
-
-Strict mode raises `ParseError` (an `SmiError` with the id's position and the events the
-failing `feed` produced before it) at the first broken rule; the parser then refuses further
-input. Lenient mode never raises: a misplaced structural or reserved id becomes a `Violation`
-event and is skipped (the block it interrupted goes on), text before any block start opens an
-implicit block (OUT, or USR for a runtime stream), and an empty transmission is allowed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from collections.abc import Callable, Collection, Container, Iterable, Mapping
 
-from .stream import Block, Part, Reasoning, SmiError, TokenRun, Transmission, check
-from .tokens import MODEL_SIDE, Kind, TokenIds, slot_text
-from .vocab.decode import Decoder, fast_step
+from ..stream import Block, Part, Reasoning, TokenRun, Transmission
+from ..tokens import Kind, TokenIds, slot_text
+from .decoder import Decoder
+from .events import (
+    BlockEnd,
+    BlockStart,
+    EndOfTransmission,
+    Event,
+    ParseError,
+    PayloadText,
+    PayloadTokens,
+    Violation,
+)
+from .grammar import Grammar, Refused, Side
 
-__all__ = [
-    "BlockEnd",
-    "BlockStart",
-    "EndOfTransmission",
-    "Event",
-    "ParseError",
-    "PayloadText",
-    "PayloadTokens",
-    "StreamParser",
-    "Violation",
-    "parse_ids",
-]
-
-Side = Literal["model", "runtime", "any"]
-
-
-@dataclass(frozen=True, slots=True)
-class BlockStart:
-    kind: Kind
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class PayloadText:
-    """A piece of a block's payload text (framing removed); the pieces of a block add up to
-    its text."""
-
-    kind: Kind
-    text: str
-
-    def __init__(self, kind: Kind, text: str) -> None:
-        # frozen: set through the slots, twice as fast as the generated object.__setattr__
-        _set_kind(self, kind)
-        _set_text(self, text)
-
-
-_set_kind = cast(Any, PayloadText.__dict__["kind"]).__set__
-_set_text = cast(Any, PayloadText.__dict__["text"]).__set__
+__all__ = ["StreamParser", "parse_ids"]
 
 #: PayloadText events by kind and text, shared (they are immutable): a token's text recurs, and
 #: a lookup costs a fifth of making one; each kind's table is emptied when it is full
@@ -89,63 +51,6 @@ class _Everything:
 
 
 _ALL = _Everything()
-
-
-@dataclass(frozen=True, slots=True)
-class PayloadTokens:
-    """Ids of another modality inside a payload, as they arrive."""
-
-    kind: Kind
-    ids: tuple[int, ...]
-    modality: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockEnd:
-    block: Block
-
-
-@dataclass(frozen=True, slots=True)
-class EndOfTransmission:
-    transmission: Transmission
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """A broken rule, in lenient mode (strict mode raises instead); `position` is the 0-based
-    index of the offending id in everything fed so far."""
-
-    message: str
-    position: int
-
-
-Event = BlockStart | PayloadText | PayloadTokens | BlockEnd | EndOfTransmission | Violation
-
-
-class ParseError(SmiError):
-    """A strict parser's refusal: `position` is the offending id's 0-based index in the
-    stream; `events` are those the failing call produced before it (already valid)."""
-
-    def __init__(
-        self,
-        message: str,
-        transmission: int | None,
-        block: int | None,
-        position: int,
-        events: Sequence[Event] = (),
-    ) -> None:
-        super().__init__(f"{message} (at id {position})", transmission, block)
-        self.position = position
-        self.events: tuple[Event, ...] = tuple(events)
-
-
-class _Refused(Exception):
-    """Internal: a rule broke; strict raises it as ParseError, lenient records a Violation.
-    `block` is the 0-based index of the block at fault when it isn't the open one."""
-
-    def __init__(self, message: str, block: int | None = None) -> None:
-        super().__init__(message)
-        self.block = block
 
 
 class StreamParser:
@@ -173,13 +78,10 @@ class StreamParser:
         modalities: Mapping[str, Container[int]] | None = None,
         text_kinds: Collection[Kind] = frozenset({Kind.CTRL, Kind.CAPS}),
     ) -> None:
-        if side not in ("model", "runtime", "any"):
-            raise ValueError(f"side must be 'model', 'runtime' or 'any', not {side!r}")
+        self._grammar = Grammar(side, reasoning)
         self.ids = ids
         self.decoder = decoder
         self.strict = strict
-        self.side: Side = side
-        self._reasoning = reasoning
         self._is_text = is_text
         self._modalities = dict(modalities or {})
         self._all_text = is_text is None and not self._modalities
@@ -190,15 +92,14 @@ class StreamParser:
         self.position = 0  # ids handled so far
         self.transmission_index = 0  # transmissions ended so far
         self._blocks: list[Block] = []
-        self._tside: str | None = None
-        self._kind: Kind | None = None  # the open block; None between transmissions
+        #: the open block's kind, which its events carry (the grammar's phase says the same
+        #: of structure); None between transmissions
+        self._kind: Kind | None = None
         self._gap = ""  # text seen between transmissions (the "\n" after an EOT)
-        self._think_ids = 0  # payload ids in THINK blocks of this transmission
-        self._think_from: int | None = None  # and those since this position (`_update_fast`)
+        self._think_from: int | None = None  # THINK ids since this position (`_update_fast`)
         self._reset_block()
         decoder.reset()
-        self._raw, self._raw_arg, self._held = fast_step(decoder)
-        self._raw_step = getattr(decoder, "raw_step", None)  # to ask again (`_update_fast`)
+        self._raw, self._raw_arg, self._held = decoder.fast_step()
         #: `feed`'s inline path is open for the ids not in this: all of them, or (a text id now is
         #: plain payload, see `_update_fast`) the structural ones
         self._gate: Container[int] = _ALL
@@ -208,12 +109,16 @@ class StreamParser:
     # -- public ----------------------------------------------------------------------------
 
     @property
+    def side(self) -> Side:
+        return self._grammar.side
+
+    @property
     def reasoning(self) -> Reasoning | None:
-        return self._reasoning
+        return self._grammar.reasoning
 
     @reasoning.setter
     def reasoning(self, reasoning: Reasoning | None) -> None:
-        self._reasoning = reasoning
+        self._grammar.reasoning = reasoning
         self._gate = _ALL  # a THINK limit may now apply
 
     @property
@@ -245,7 +150,7 @@ class StreamParser:
             for token_id in batch:
                 try:
                     self._one(out, token_id)
-                except _Refused as refused:
+                except Refused as refused:
                     self._refused(out, refused)
                 self.position += 1
         finally:
@@ -260,14 +165,18 @@ class StreamParser:
         self._settle_think()
         out: list[Event] = []
         try:
-            self._finish(out)
-        except _Refused as refused:
+            self._grammar.finish(strict=self.strict)
+            self._close(out)  # the open block, or the text after the last EOT (checked)
+            if self._blocks:
+                self._end_transmission(out)
+            self.decoder.reset()
+        except Refused as refused:
             self._refused(out, refused)
         finally:
             self._update_fast()
         return out
 
-    # -- machinery -------------------------------------------------------------------------
+    # -- the inline path ---------------------------------------------------------------------
 
     def _update_fast(self) -> None:
         """Open `feed`'s inline path where a text id is payload text: a block with no run, and
@@ -277,14 +186,13 @@ class StreamParser:
         kind = self._kind
         fast = self._all_text and kind is not None and not self._run and self._failed is None
         if kind is _THINK and fast:
-            if self._reasoning is not None and self._reasoning.max_tokens is not None:
+            if self._grammar.think_limit is not None:
                 fast = False
             else:
                 self._think_from = self.position
         self._gate = self._slots if fast else _ALL
         # the decoder's state may have changed (a byte-level one's half character)
-        if self._raw_step is not None:
-            self._raw, self._raw_arg, self._held = self._raw_step()
+        self._raw, self._raw_arg, self._held = self.decoder.fast_step()
         if kind is not None:
             self._share_events()
         self._text_add = self._text.append
@@ -297,7 +205,7 @@ class StreamParser:
 
     def _settle_think(self) -> None:
         if self._think_from is not None:
-            self._think_ids += self.position - self._think_from
+            self._grammar.think_ids += self.position - self._think_from
             self._think_from = None
 
     def _fast_text(self, token_id: int, text: str | None) -> list[Event]:
@@ -334,28 +242,30 @@ class StreamParser:
                 try:
                     text = self._held(token_id)
                 except ValueError as error:
-                    raise _Refused(str(error)) from None
+                    raise Refused(str(error)) from None
                 if exc is not None:
                     raise exc
                 if text:
                     self._text_in(out, text)
             elif isinstance(exc, ValueError):
-                raise _Refused(str(exc)) from None
+                raise Refused(str(exc)) from None
             elif exc is not None:
                 raise exc
             if self._kind is _THINK:
-                self._think_ids += 1
-        except _Refused as refused:
+                self._grammar.think_ids += 1  # (the inline path runs only where no limit applies)
+        except Refused as refused:
             self._refused(out, refused)
         self.position += 1
         self._update_fast()
         return out
 
+    # -- refusals ----------------------------------------------------------------------------
+
     def _check_usable(self) -> None:
         if self._failed is not None:
             raise ValueError(f"the parser stopped at an earlier error: {self._failed}")
 
-    def _refused(self, out: list[Event], refused: _Refused) -> None:
+    def _refused(self, out: list[Event], refused: Refused) -> None:
         """Strict: raise the ParseError (and refuse all further input); lenient: report."""
         message = str(refused)
         block = refused.block
@@ -373,6 +283,8 @@ class StreamParser:
         where += f", block {block + 1}" if block is not None else ""
         out.append(Violation(f"{where}: {message}", self.position))
 
+    # -- one id at a time --------------------------------------------------------------------
+
     def _reset_block(self) -> None:
         self._text: list[str] = []  # the current text part, in pieces
         self._parts: list[Part] = []
@@ -386,38 +298,23 @@ class StreamParser:
         if slot is None:
             self._payload(out, token_id)
             if self._kind is _THINK:
-                self._count_think()
+                self._grammar.count_think()
         elif slot < _N_KINDS:
             self._structural(out, _KINDS[slot])
         else:
-            raise _Refused(f"the reserved SMI id {token_id} ({slot_text(slot)}) in a stream")
+            raise Refused(f"the reserved SMI id {token_id} ({slot_text(slot)}) in a stream")
 
     def _structural(self, out: list[Event], kind: Kind) -> None:
-        if kind is not _EOT:
-            side = "model" if kind in MODEL_SIDE else "runtime"
-            if self.side != "any" and side != self.side:
-                raise _Refused(f"a {side}-side {kind.text} in a {self.side} stream")
-            if self._tside is not None and side != self._tside:
-                raise _Refused(f"a {side}-side {kind.text} in a {self._tside} transmission")
+        self._grammar.admit(kind)
         self._close(out)
         if kind is _EOT:
             self._end_transmission(out)
             return
         self._kind = kind
-        self._tside = "model" if kind in MODEL_SIDE else "runtime"
         self._reset_block()
         self.decoder.reset()
         out.append(BlockStart(kind))
-        if kind is _THINK and self._reasoning is not None and self._reasoning.mode == "disabled":
-            raise _Refused("a <|think|> block while ctrl.reasoning.mode is disabled")
-
-    def _count_think(self) -> None:
-        """THINK ids of one transmission against `max_tokens`, counted as the budget counts
-        them (every id after a `<|think|>`, its framing "\\n" too); reported once."""
-        self._think_ids += 1
-        limit = self._reasoning.max_tokens if self._reasoning is not None else None
-        if limit is not None and self._think_ids == limit + 1:
-            raise _Refused(f"more than ctrl.reasoning.max_tokens ({limit}) THINK ids")
+        self._grammar.enter(kind)
 
     def _classify(self, token_id: int) -> tuple[bool, str | None]:
         for name, members in self._modalities.items():
@@ -431,14 +328,14 @@ class StreamParser:
         try:
             return self.decoder.step(token_id)
         except ValueError as exc:
-            raise _Refused(str(exc)) from None
+            raise Refused(str(exc)) from None
 
     def _payload(self, out: list[Event], token_id: int) -> None:
         if self._all_text and self._kind is not None and not self._run:  # the common case
             try:
                 text = self.decoder.step(token_id)
             except ValueError as exc:
-                raise _Refused(str(exc)) from None
+                raise Refused(str(exc)) from None
             if text:
                 self._text_in(out, text)
             return
@@ -449,7 +346,7 @@ class StreamParser:
                 self._check_gap(out)
                 return
             if self.strict:
-                raise _Refused(f"payload id {token_id} before any block start")
+                raise Refused(f"payload id {token_id} before any block start")
             self._open_implicit(out)
         kind = self._kind
         assert kind is not None
@@ -458,7 +355,7 @@ class StreamParser:
             self._text_in(out, self._decode(token_id))
             return
         if kind in self._text_kinds:
-            raise _Refused(f"id {token_id} ({modality or 'not text'}) in a {kind.tag} payload")
+            raise Refused(f"id {token_id} ({modality or 'not text'}) in a {kind.tag} payload")
         self._text_in(out, self.decoder.flush())
         if self._held_newline:  # followed by a run, so payload after all
             self._held_newline = False
@@ -477,7 +374,7 @@ class StreamParser:
         if self._gap in ("", "\n"):
             return
         if self.strict:
-            raise _Refused(f"payload text {self._gap[:40]!r} before any block start")
+            raise Refused(f"payload text {self._gap[:40]!r} before any block start")
         if self._gap.isspace():
             return
         text, self._gap = self._gap, ""
@@ -488,9 +385,11 @@ class StreamParser:
         kind = self._implicit_kind
         self._violation(out, f"payload before any block start: read as {kind.tag}", None)
         self._kind = kind
-        self._tside = "model" if kind in MODEL_SIDE else "runtime"
+        self._grammar.enter(kind)
         self._reset_block()
         out.append(BlockStart(kind))
+
+    # -- text and runs -----------------------------------------------------------------------
 
     def _emit(self, out: list[Event], text: str) -> None:
         assert self._kind is not None
@@ -547,31 +446,14 @@ class StreamParser:
     def _end_transmission(self, out: list[Event]) -> None:
         transmission = Transmission(tuple(self._blocks))
         self._blocks = []
-        self._tside = None
         self._gap = ""
-        self._think_ids = 0
         self.decoder.reset()
-        if not transmission.blocks and self.strict:
-            raise _Refused("an empty transmission (<|eot|> with no block before it)")
         try:
-            reasoning = check([transmission], strict=self.strict)
-        except SmiError as exc:
-            if self.strict:
-                raise _Refused(exc.reason, exc.block) from None
-            self._violation(out, exc.reason, exc.block)
-        else:
-            if reasoning is not None:
-                self.reasoning = reasoning
+            self._grammar.end(transmission, strict=self.strict)
+        except Refused as refused:
+            self._refused(out, refused)
         self.transmission_index += 1
         out.append(EndOfTransmission(transmission))
-
-    def _finish(self, out: list[Event]) -> None:
-        if self.strict and (self._kind is not None or self._blocks):
-            raise _Refused("the stream ended inside a transmission (no <|eot|>)")
-        self._close(out)  # the open block, or the text after the last EOT (checked)
-        if self._blocks:
-            self._end_transmission(out)
-        self.decoder.reset()
 
 
 def parse_ids(

@@ -1,32 +1,6 @@
-"""Capabilities, actions and observations: what the runtime checks before any ACT runs.
-
-The seed: CAPS says what the model *can* do, the runtime enforces it, an undeclared capability
-is never granted, and errors are observations. So every ACT goes through `parse_act` (its
-payload, read strictly) and `check_act` (in this order: well-formed, an id present and unique
-in the session, a declared name, arguments valid against the tool's JSON Schema, then the
-runtime's `Policy`); a refused ACT is answered with an OBS error and never reaches a runner.
-The `Ledger` holds the session's ACT ids so that each gets exactly one OBS.
-
-Choices where the seed is silent:
-- A JSON object payload is a structured ACT and must be exactly `{"id", "type", "name",
-  "arguments"}` (`arguments` may be left out: `{}`; an OpenAI-style string is parsed as JSON);
-  unknown keys, repeated keys, NaN/Infinity, nesting deeper than `MAX_DEPTH`, lone surrogates
-  and payloads over `MAX_ACT_CHARS` are refused as `malformed_action`. A payload whose first
-  non-blank character is `{` is always read as such an object, so a truncated object is
-  refused, never run as something else.
-- Any other payload (token runs, non-JSON text, a JSON array or number: a trajectory) is a raw
-  embodied action, `Action(type="raw", name=None)`, kept as it is with an id the runtime gives
-  (`raw-1`, `raw-2`, … per session, skipping ids the model used). SMI doesn't prescribe action
-  encodings, so a raw action names no capability: it is allowed when CAPS declares at least
-  one action, and the runner/policy decide the rest.
-- `type: "action"` names one of CAPS `actions` (names only: no schema, any arguments);
-  `type: "tool"` names a tool and its arguments must be an object valid against `parameters`.
-  A tool's `parameters` may be left out (any object then).
-- An ACT whose own id can't be used (missing, not a string, already used) still gets exactly
-  one OBS: the ledger gives it a `raw-N` id for that answer.
-- A policy that raises or returns something other than a `Refusal` or None denies (fails
-  closed).
-"""
+"""Reading and checking one ACT against the capabilities (see the package docstring for the
+rules and the choices where the seed is silent): strict JSON, `Capabilities`, `parse_act`,
+`check_act`, and what a policy sees of a session (`SessionInfo`)."""
 
 from __future__ import annotations
 
@@ -35,26 +9,23 @@ import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol
 
-from .stream import Block, canonical_json
-from .tokens import Kind
+from ..stream import Block
+from ..tokens import Kind
 
 __all__ = [
     "MAX_ACT_CHARS",
     "MAX_DEPTH",
     "REFUSAL_TYPES",
     "Action",
-    "Admission",
     "Capabilities",
-    "Ledger",
     "Policy",
     "Refusal",
+    "SessionInfo",
     "Tool",
-    "answer_acts",
     "check_act",
-    "obs_block",
-    "obs_for",
     "parse_act",
 ]
 
@@ -101,10 +72,29 @@ class Action:
     raw: Block
 
 
-class Policy(Protocol):
-    """The runtime's last say over an action that passed every other check."""
+@dataclass(frozen=True)
+class SessionInfo:
+    """What a policy and an action runner know of the session an ACT came from: its `id`,
+    the capabilities in force (`caps`), the `metadata` its caller attached at
+    `Runtime.session(..., metadata=...)` (a read-only mapping: a tenant, a user, their
+    permissions) and the sampler `seed` it was given. One runtime serves several tenants by
+    deciding on `metadata`."""
 
-    def __call__(self, action: Action, caps: Capabilities) -> Refusal | None: ...
+    id: str
+    caps: Capabilities
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metadata, MappingProxyType):
+            object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
+
+
+class Policy(Protocol):
+    """The runtime's last say over an action that passed every other check, knowing which
+    session (and so which tenant) asks."""
+
+    def __call__(self, action: Action, session: SessionInfo) -> Refusal | None: ...
 
 
 # -- strict JSON -------------------------------------------------------------------------------
@@ -375,9 +365,11 @@ def check_act(
     caps: Capabilities,
     seen_ids: Set[str] | Iterable[str],
     policy: Policy | None = None,
+    session: SessionInfo | None = None,
 ) -> Refusal | None:
     """None if the action may run; else the first reason it may not (well-formed, id present
-    and unused in the session, declared, arguments valid, policy)."""
+    and unused in the session, declared, arguments valid, policy). The policy sees `session`
+    (default: an anonymous one holding `caps`)."""
     seen = seen_ids if isinstance(seen_ids, Set) else frozenset(seen_ids)
     act_id = action.id if isinstance(action.id, str) and action.id else None
 
@@ -414,7 +406,7 @@ def check_act(
     if policy is None:
         return None
     try:
-        verdict = policy(action, caps)
+        verdict = policy(action, session or SessionInfo("", caps))
     except Exception as exc:  # a broken policy denies
         return refuse("policy_denied", f"the policy failed: {type(exc).__name__}: {exc}")
     if verdict is None:
@@ -437,159 +429,3 @@ def _schema_problem(caps: Capabilities, tool: Tool, arguments: Any) -> str | Non
         return None
     shown = "; ".join(f"{e.json_path}: {_short(e.message)}" for e in errors[:3])
     return shown + ("; …" if len(errors) > 3 else "")
-
-
-# -- OBS ---------------------------------------------------------------------------------------
-
-_ABSENT: Any = object()
-
-
-def obs_block(
-    caused_by: str,
-    ok: bool,
-    content: Any = _ABSENT,
-    error: Refusal | Mapping[str, str] | None = None,
-) -> Block:
-    """The OBS answering one ACT, exactly `{"caused_by", "ok": true, "content"}` (content
-    left out when not given, as the seed's `{"caused_by":"a3","ok":true}`) or `{"caused_by",
-    "ok": false, "error": {"type", "message"}}`, in canonical JSON."""
-    if not isinstance(caused_by, str) or not caused_by:
-        raise ValueError("an OBS is caused by an ACT id (a non-empty string)")
-    value: dict[str, Any] = {"caused_by": caused_by, "ok": ok}
-    if ok is True:
-        if error is not None:
-            raise ValueError("an ok OBS has no error")
-        if content is not _ABSENT:
-            value["content"] = content
-    elif ok is False:
-        if content is not _ABSENT:
-            raise ValueError("a failed OBS has an error, not content")
-        if isinstance(error, Refusal):
-            error = error.error()
-        if (
-            not isinstance(error, Mapping)
-            or set(error) != {"type", "message"}
-            or not all(isinstance(v, str) for v in error.values())
-        ):
-            raise ValueError("a failed OBS needs an error with a string type and message")
-        value["error"] = {"type": error["type"], "message": error["message"]}
-    else:
-        raise ValueError("ok is true or false")
-    try:
-        return Block(Kind.OBS, (canonical_json(value),))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the OBS content is not JSON: {exc}") from None
-
-
-def obs_for(
-    action: Action,
-    ok: bool,
-    content: Any = _ABSENT,
-    error: Refusal | Mapping[str, str] | None = None,
-) -> Block:
-    """`obs_block` for an action (its id)."""
-    if action.id is None:
-        raise ValueError("the action has no id; answer with obs_block and the id the ledger gave")
-    return obs_block(action.id, ok, content, error)
-
-
-# -- the ledger --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Admission:
-    """One ACT through the ledger: the id its OBS must name, the action (when it could be
-    read) and the refusal (None: run it)."""
-
-    id: str
-    action: Action | None
-    refusal: Refusal | None
-
-    @property
-    def allowed(self) -> bool:
-        return self.refusal is None
-
-
-class Ledger:
-    """A session's ACT ids: each issued once, answered once (`answer`), the rest `pending`."""
-
-    def __init__(self) -> None:
-        self._answered: dict[str, bool] = {}  # id -> answered, in issue order
-        self._raw = 0
-
-    @property
-    def seen(self) -> Set[str]:
-        return self._answered.keys()
-
-    def issue(self, act_id: str) -> None:
-        if not isinstance(act_id, str) or not act_id:
-            raise ValueError("an ACT id is a non-empty string")
-        if act_id in self._answered:
-            raise ValueError(f"the ACT id {act_id!r} was already issued in this session")
-        self._answered[act_id] = False
-
-    def answer(self, act_id: str) -> None:
-        """Record the one OBS for `act_id`; a second one, or one for an id never issued, is
-        refused (ValueError)."""
-        if act_id not in self._answered:
-            raise ValueError(f"an OBS for {act_id!r}, which no ACT of this session has")
-        if self._answered[act_id]:
-            raise ValueError(f"a second OBS for {act_id!r}")
-        self._answered[act_id] = True
-
-    def pending(self) -> tuple[str, ...]:
-        """Issued ids still without their OBS, in issue order."""
-        return tuple(k for k, done in self._answered.items() if not done)
-
-    def next_raw_id(self) -> str:
-        """A fresh runtime-given id, `raw-N`, never one already used in the session."""
-        while True:
-            self._raw += 1
-            candidate = f"raw-{self._raw}"
-            if candidate not in self._answered:
-                return candidate
-
-    def admit(self, block: Block, caps: Capabilities, policy: Policy | None = None) -> Admission:
-        """Read and check one ACT block and issue its id (the model's, or `raw-N` where that
-        can't be used), so it gets exactly one OBS whatever the outcome."""
-        parsed = parse_act(block, raw_id=self.next_raw_id)
-        refusal: Refusal | None
-        if isinstance(parsed, Refusal):
-            act_id, action, refusal = parsed.action_id, None, parsed
-        else:
-            act_id, action = parsed.id, parsed
-            refusal = check_act(parsed, caps, self.seen, policy)
-        if act_id is None or act_id in self._answered:
-            act_id = self.next_raw_id()
-        self.issue(act_id)
-        return Admission(act_id, action, refusal)
-
-
-def answer_acts(
-    blocks: Sequence[Block],
-    caps: Capabilities,
-    ledger: Ledger,
-    runner: Callable[[Action], Any],
-    policy: Policy | None = None,
-) -> list[Block]:
-    """One OBS per ACT block, in ACT order (a plain sequential reference; the runtime runs
-    admitted actions concurrently). Refused actions never reach `runner`; a runner returns the
-    content, or a `Refusal` for an error, and one that raises gives an `runtime_error`."""
-    answers = []
-    for block in blocks:
-        admission = ledger.admit(block, caps, policy)
-        if admission.refusal is not None:
-            obs = obs_block(admission.id, False, error=admission.refusal)
-        else:
-            assert admission.action is not None
-            try:
-                result = runner(admission.action)
-            except Exception as exc:
-                result = Refusal("runtime_error", _short(f"{type(exc).__name__}: {exc}"))
-            if isinstance(result, Refusal):
-                obs = obs_block(admission.id, False, error=result)
-            else:
-                obs = obs_block(admission.id, True, result)
-        ledger.answer(admission.id)
-        answers.append(obs)
-    return answers
