@@ -230,6 +230,18 @@ def test_hf_runtime_lets_the_model_emit_content_and_never_markup() -> None:
     assert runtime.ids[Kind.SYS] in runtime.forbid and runtime.ids[Kind.OUT] not in runtime.forbid
 
 
+def test_hf_runtime_takes_the_callers_word_on_added_tokens() -> None:
+    """`content=`/`markup=` reach the encoder: a run named markup (and every longer run, which
+    holds it) is forbidden to the model; the decoy named content is not."""
+    tokenizer = build_tokenizer("neox")
+    model = tiny_model("gpt2", vocab=len(tokenizer))
+    runtime = hf_runtime(model, tokenizer, install=True, markup={" " * 20}, content={DECOY})
+    run_ids = {len(run): tokenizer.convert_tokens_to_ids(run) for run in NEOX_SPACE_RUNS}
+    assert {run_ids[n] for n in range(20, 25)} <= runtime.forbid
+    assert not {run_ids[n] for n in range(2, 20)} & runtime.forbid
+    assert tokenizer.convert_tokens_to_ids(DECOY) not in runtime.forbid
+
+
 # ------------------------------------------------------------------------------ the re-check
 
 

@@ -4,6 +4,7 @@ parser per turn, the backend, and the ids a model may never generate)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from .backends import GREEDY, Sampler
@@ -28,6 +29,8 @@ def hf_runtime(
     install: bool = False,
     sampler: Sampler = GREEDY,
     constrain: bool | None = None,
+    content: Collection[str] = (),
+    markup: Collection[str] = (),
     **options: Any,
 ) -> Runtime:
     """A `Runtime` over `model` (any transformers causal LM: Mamba, Mamba2, RWKV-4, KV-cache
@@ -35,7 +38,8 @@ def hf_runtime(
     them and grows the model's embeddings: `install.install_tokens`). The model may never
     generate a runtime-side structural id, a reserved one, or any markup token of the
     tokenizer (the budget forbids the first two; `forbid` the rest); its content tokens, such
-    as GPT-NeoX's whitespace runs, it may (`vocab/added.py`). `options`
+    as GPT-NeoX's whitespace runs, it may (`vocab/added.py`; `content`/`markup` name added
+    token texts one or the other where the rule guesses wrong for a model). `options`
     go to `Runtime` (actions, caps_policy, max_new_tokens, action_timeout, strict, …).
 
     `constrain`: constrained decoding (`constrain.py`: each turn's grammar from its CAPS and
@@ -45,7 +49,7 @@ def hf_runtime(
     from .backends.hf import HFBackend
 
     ids = install_tokens(tokenizer, model) if install else find_tokens(tokenizer)
-    encoder = PlainEncoder.from_tokenizer(tokenizer, ids)
+    encoder = PlainEncoder.from_tokenizer(tokenizer, ids, content=content, markup=markup)
     backend = HFBackend(model)
     speakable = {ids[kind] for kind in (*MODEL_SIDE, Kind.EOT)}
     forbid = set(encoder.forbidden - speakable) | set(options.pop("forbid", ()))
