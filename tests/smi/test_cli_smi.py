@@ -158,6 +158,27 @@ def test_install_for_one_run(work: tuple[Path, Installed]) -> None:
     )
 
 
+def test_a_padding_tokenizer_json_compiles_and_parses_back(tmp_path: Path) -> None:
+    """A tokenizer.json that pads every encoding (sentence-transformers ship them so), as a
+    model person hands it over: `compile --install` then `parse --install` gives the
+    conversation back."""
+    plain = build_tokenizer("bytelevel")
+    plain.backend_tokenizer.enable_padding(
+        length=128, pad_id=0, pad_token=plain.convert_ids_to_tokens(0)
+    )
+    plain.backend_tokenizer.save(str(tmp_path / "padded.json"))
+    stdin = lines(
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    )
+    compiled = smllm(["smi", "compile", "padded.json", "--install"], tmp_path, {}, stdin)
+    assert compiled.code == 0, compiled.err
+    ids = json.loads(compiled.out)["input_ids"]
+    assert 0 not in ids  # no padding inside a compiled conversation
+    ran = smllm(["smi", "parse", "padded.json", "--install"], tmp_path, {}, " ".join(map(str, ids)))
+    assert ran.code == 0, ran.err
+    assert ran.out == "<|usr|>\nhi\n<|eot|>\n<|out|>\nyo\n<|eot|>\n"
+
+
 def test_parse_reads_back_what_compile_wrote(work: tuple[Path, Installed]) -> None:
     folder, _ = work
     compiled = smllm(

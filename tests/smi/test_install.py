@@ -85,6 +85,18 @@ def test_a_bare_tokenizers_tokenizer_works_too(bytelevel: Any) -> None:
         install_tokens(raw, sequence_tokens=True)
 
 
+def test_a_tokenizer_that_pads_and_truncates_installs(bytelevel: Any) -> None:
+    """Sentence-transformers' tokenizer.json files pad every encoding to a fixed length (the
+    real all-MiniLM-L6-v2 one: 128): the check that each token is one id must not see the
+    padding (it did, and refused every such tokenizer)."""
+    raw = Tokenizer.from_str(bytelevel.backend_tokenizer.to_str())
+    raw.enable_padding(length=16, pad_id=0, pad_token=raw.id_to_token(0))
+    raw.enable_truncation(max_length=16)
+    ids = install_tokens(raw)
+    assert ids == find_tokens(raw)
+    assert raw.encode("<|act|>").ids == [ids[Kind.ACT]] + [0] * 15  # the caller's settings kept
+
+
 def test_install_leaves_the_callers_split_flag_alone(wordpiece: Any) -> None:
     wordpiece.backend_tokenizer.encode_special_tokens = True
     install_tokens(wordpiece)

@@ -118,12 +118,14 @@ def find_tokens(tokenizer: Any) -> TokenIds:
 
 def _verify(backend: Any, ids: TokenIds) -> None:
     """Each token's text encodes to exactly its id, with added tokens recognised, on a private
-    copy (the caller's backend flags stay as they are)."""
+    copy (the caller's backend flags stay as they are) that neither truncates nor pads (a
+    sentence-transformers tokenizer.json pads every encoding to a fixed length)."""
     from tokenizers import Tokenizer
 
     copy = Tokenizer.from_str(backend.to_str())
     copy.encode_special_tokens = False
     copy.no_truncation()
+    copy.no_padding()
     for slot in range(BLOCK_SIZE):
         got = copy.encode(slot_text(slot), add_special_tokens=False).ids
         if got != [ids[slot]]:
