@@ -18,6 +18,15 @@ class _Parser(argparse.ArgumentParser):
         raise Exit(2, message)
 
 
+def _base_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--base",
+        type=int,
+        metavar="N",
+        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
+    )
+
+
 def _config_flag(p: argparse.ArgumentParser, top: bool) -> None:
     p.add_argument(
         "--config",
@@ -225,12 +234,7 @@ def build() -> _Parser:
     q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
     q.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
-    q.add_argument(
-        "--base",
-        type=int,
-        metavar="N",
-        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
-    )
+    _base_flag(q)
     q.add_argument("--lenient", action="store_true", help="accept what strict mode refuses")
     q.add_argument("--json", action="store_true", help="with -o: a summary object on stdout")
     q = ssub.add_parser(
@@ -257,12 +261,7 @@ def build() -> _Parser:
         "NAME: they come back as runs named NAME (repeatable)",
     )
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
-    q.add_argument(
-        "--base",
-        type=int,
-        metavar="N",
-        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
-    )
+    _base_flag(q)
     q.add_argument("--lenient", action="store_true", help="report violations, don't stop")
     q.add_argument("--json", action="store_true")
     q = ssub.add_parser(
@@ -275,12 +274,7 @@ def build() -> _Parser:
         "when a payload reaches a forbidden id or an added token is unsafe.",
     )
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
-    q.add_argument(
-        "--base",
-        type=int,
-        metavar="N",
-        help="where the SMI block starts in rwkv-world (default 65530, the reference's ids)",
-    )
+    _base_flag(q)
     q.add_argument("--json", action="store_true")
 
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")

@@ -344,15 +344,14 @@ def _audit(args: Namespace) -> int:
     plain encoder leaks or an added token is unsafe, 2 when it can't be read."""
     _need_extra()
     from ..smi.vocab.audit import audit, audit_trie
-    from ..smi.vocab.load import RWKV_WORLD, load_tokenizer
+    from ..smi.vocab.load import RWKV_WORLD, check_base, load_tokenizer
     from ..smi.vocab.trie import TrieEncoder
 
     try:
+        check_base(args.tokenizer, args.base)
         if args.tokenizer == RWKV_WORLD:
             report = audit_trie(TrieEncoder(base=args.base))
         else:
-            if args.base is not None:
-                raise ValueError(f"{args.tokenizer}: --base is for {RWKV_WORLD} only")
             report = audit(load_tokenizer(args.tokenizer))
     except (ValueError, OSError) as exc:
         raise Exit(2, str(exc)) from None

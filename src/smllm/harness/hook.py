@@ -203,10 +203,12 @@ def _stop(
     from ..engine.stop import stops_yielded
     from ..machine.configs.cache import summary_cached
 
-    # rule 4 on the machines' summary: no App, no machines, no views (engine/stop.py)
-    summary = summary_cached(session.configs)
-    if stops_yielded(summary, session, Stores(summary, user)):
-        return {}, ""
+    # rule 4 on the machines' summary: no App, no machines, no views (engine/stop.py); only a
+    # yielded session can stop that way, so a blocking stop reads the machine cache once (App)
+    if session.yielded:
+        summary = summary_cached(session.configs)
+        if stops_yielded(summary, session, Stores(summary, user)):
+            return {}, ""
     from ..api.app import App
 
     active = payload.get("stop_hook_active")

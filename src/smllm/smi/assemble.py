@@ -4,7 +4,7 @@ parser per turn, the backend, and the ids a model may never generate)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from .backends import GREEDY, Sampler
@@ -59,13 +59,19 @@ def hf_runtime(
     def parser(reasoning: Reasoning | None) -> StreamParser:
         return StreamParser(ids, decoder_for(tokenizer), side="model", reasoning=reasoning)
 
-    options.setdefault("characters", _characters(tokenizer, encoder.vocab_size))
-
-    # -- constrained decoding (constrain.py): on where llguidance is installed -------------
-    constraint = _constraint(constrain, tokenizer, ids, forbid, backend.vocab_size)
-    if constraint is not None:
-        options.setdefault("constraint", constraint)
-    # -----------------------------------------------------------------------------------------
+    # each id's bytes as the decoder joins them (None: WordPiece and the like), read once for
+    # the budget's whole-character cut and the grammar
+    token_bytes = token_bytes_of(tokenizer)
+    if "characters" not in options and token_bytes is not None:
+        options["characters"] = Characters(token_bytes, encoder.vocab_size)
+    # constrained decoding (constrain.py): on where llguidance is installed, unless the caller
+    # brings a constraint of their own
+    if "constraint" not in options:
+        constraint = _constraint(
+            constrain, tokenizer, ids, forbid, backend.vocab_size, encoder, token_bytes
+        )
+        if constraint is not None:
+            options["constraint"] = constraint
 
     return Runtime(
         backend,
@@ -79,7 +85,13 @@ def hf_runtime(
 
 
 def _constraint(
-    constrain: bool | None, tokenizer: Any, ids: TokenIds, forbid: set[int], vocab_size: int
+    constrain: bool | None,
+    tokenizer: Any,
+    ids: TokenIds,
+    forbid: set[int],
+    vocab_size: int,
+    encoder: PlainEncoder,
+    token_bytes: Callable[[int], bytes] | None,
 ) -> Constrainer | None:
     """The runtime's constraint factory for `hf_runtime(constrain=…)` (its docstring)."""
     if constrain is False:
@@ -91,13 +103,8 @@ def _constraint(
                 "pip install 'smllm[smi]' (or pass constrain=False)"
             )
         return None
-    if constrain is None and token_bytes_of(tokenizer) is None:
+    if constrain is None and token_bytes is None:
         return None  # WordPiece and the like: token bytes don't add up to the text
-    return Constrainer.for_hf(tokenizer, ids, forbid, vocab_size)
-
-
-def _characters(tokenizer: Any, size: int) -> Characters | None:
-    """Each id's bytes as the tokenizer's decoder joins them, for the budget's whole-character
-    cut (None where the decoder doesn't join bytes: WordPiece and the like)."""
-    token_bytes = token_bytes_of(tokenizer)
-    return None if token_bytes is None else Characters(token_bytes, size)
+    return Constrainer.for_hf(
+        tokenizer, ids, forbid, vocab_size, encoder=encoder, token_bytes=token_bytes
+    )

@@ -73,11 +73,14 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .caps import Capabilities
 from .stream import Reasoning
 from .tokens import Kind, TokenIds
+
+if TYPE_CHECKING:
+    from .vocab.encode import PlainEncoder
 
 __all__ = [
     "ACT_ID_PATTERN",
@@ -229,15 +232,19 @@ def lltokenizer(
     return built[0]
 
 
-def hf_token_bytes(tokenizer: Any, vocab_size: int) -> list[bytes | None]:
+def hf_token_bytes(
+    tokenizer: Any, vocab_size: int, token_bytes: Callable[[int], bytes] | None = None
+) -> list[bytes | None]:
     """Each id's bytes in an HF fast tokenizer, as the parser's decoder reads them
-    (`vocab.decode.token_bytes_of`); ids past the tokenizer (padded embedding rows): None.
-    Refuses a vocabulary whose decoder doesn't read each token on its own (WordPiece joins
-    words with spaces): its token bytes don't add up to the text."""
+    (`vocab.decode.token_bytes_of`, or `token_bytes` when the caller has it already); ids past
+    the tokenizer (padded embedding rows): None. Refuses a vocabulary whose decoder doesn't
+    read each token on its own (WordPiece joins words with spaces): its token bytes don't add
+    up to the text."""
     from .vocab.decode import token_bytes_of
     from .vocab.install import backend_of
 
-    token_bytes = token_bytes_of(tokenizer)
+    if token_bytes is None:
+        token_bytes = token_bytes_of(tokenizer)
     if token_bytes is None:
         raise ValueError(
             "constrained decoding needs a vocabulary whose tokens' bytes add up to the text "
@@ -383,20 +390,30 @@ class Constrainer:
 
     @classmethod
     def for_hf(
-        cls, tokenizer: Any, ids: TokenIds, markup: Iterable[int], vocab_size: int
+        cls,
+        tokenizer: Any,
+        ids: TokenIds,
+        markup: Iterable[int],
+        vocab_size: int,
+        *,
+        encoder: PlainEncoder | None = None,
+        token_bytes: Callable[[int], bytes] | None = None,
     ) -> Constrainer:
         """Over an HF fast tokenizer with the SMI tokens; `markup`: the ids the model may never
-        write as text (the runtime's `forbid`), `vocab_size`: the model's logits' length."""
+        write as text (the runtime's `forbid`), `vocab_size`: the model's logits' length;
+        `encoder`, `token_bytes`: the runtime's own, when it has them (built once)."""
         from .vocab.encode import PlainEncoder
 
-        token_bytes = hf_token_bytes(tokenizer, vocab_size)
-        encoder = PlainEncoder.from_tokenizer(tokenizer, ids)
+        listed = hf_token_bytes(tokenizer, vocab_size, token_bytes)
+        if encoder is None:
+            encoder = PlainEncoder.from_tokenizer(tokenizer, ids)
+        plain = encoder
         special = set(markup) | set(ids.all)
 
         def encode(data: bytes) -> list[int]:
-            return encoder.encode(data.decode("utf-8", errors="replace"), "forced text")
+            return plain.encode(data.decode("utf-8", errors="replace"), "forced text")
 
-        return cls(lltokenizer(token_bytes, special, ids.eos, encode), ids)
+        return cls(lltokenizer(listed, special, ids.eos, encode), ids)
 
     @classmethod
     def for_trie(cls, encoder: Any, vocab_size: int | None = None) -> Constrainer:

@@ -38,6 +38,7 @@ __all__ = [
     "StoreError",
     "StoreTooNew",
     "first_instance",
+    "paused_found",
     "read_instance",
     "readable",
     "saved_rows",
@@ -131,6 +132,13 @@ def readable(rows: Sequence[Sequence[Any]]) -> list[Instance]:
         except ValueError:
             continue
     return out
+
+
+def paused_found(rows: Sequence[Sequence[Any]], total: int) -> tuple[list[Instance], int]:
+    """A paused page's readable instances and the count of all paused ones (`total`, from the
+    query), less the damaged rows of this page that `readable` left out."""
+    found = readable(rows)
+    return found, total - (len(rows) - len(found))
 
 
 def saved_rows(rows: Sequence[Sequence[Any]]) -> list[SavedRow]:

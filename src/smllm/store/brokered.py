@@ -30,7 +30,7 @@ import os
 from .. import __version__
 from ..errors import StoreBusy, StoreError
 from ..jsontext import dumps, loads
-from .base import first_instance, read_instance, readable
+from .base import first_instance, paused_found, read_instance
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -160,8 +160,7 @@ class BrokeredStore:
             rows, total = self._ask({"op": "paused", "args": [list(machines), limit]})
         except _Fallback as no:
             return self._fallen_back(no, lambda: self.direct().paused(machines, limit))
-        found = readable(rows)
-        return found, total - (len(rows) - len(found))  # as PostgresStore.paused counts
+        return paused_found(rows, total)
 
     def _fallen_back(self, no: _Fallback, read: Callable[[], T]) -> T:
         """`read()` directly, as this store's later reads will be (its connection is open

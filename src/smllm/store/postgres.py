@@ -32,7 +32,7 @@ from ..engine.records import HistoryRecord, Instance, InstanceWrite
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, StoreDump, first_instance, readable, saved_rows
+from .base import SavedRow, StoreDump, first_instance, paused_found, readable, saved_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -361,9 +361,7 @@ class PostgresStore:
         )
 
     def paused(self, machines: Sequence[str], limit: int | None) -> tuple[list[Instance], int]:
-        rows, total = self.paused_rows(machines, limit)
-        found = readable(rows)
-        return found, total - (len(rows) - len(found))
+        return paused_found(*self.paused_rows(machines, limit))
 
     def paused_rows(self, machines: Sequence[str], limit: int | None) -> tuple[list[Any], int]:
         """The (data,) rows of `paused`, as stored, and how many there are in all."""

@@ -25,7 +25,7 @@ from ..engine.records import (
 from ..errors import RefTaken, StoreBusy, StoreConflict, StoreError, StoreTooNew
 from ..jsontext import dumps as _dumps
 from ..jsontext import loads as _json_loads
-from .base import SavedRow, StoreDump, first_instance, readable, saved_rows
+from .base import SavedRow, StoreDump, first_instance, paused_found, readable, saved_rows
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -260,9 +260,7 @@ class SqliteStore:
             sql += " LIMIT ?"
             args += (limit,)
         rows = self._read(sql, args)
-        found = readable(rows)
-        count = (total[0][0] if total else 0) - (len(rows) - len(found))
-        return found, count
+        return paused_found(rows, total[0][0] if total else 0)
 
     def instances(
         self, machines: Sequence[str] | None, statuses: Sequence[str] | None

@@ -46,7 +46,7 @@ from typing import Any, Literal
 from ..stream import InjectionError
 from ..tokens import BLOCK_SIZE, slot_text
 
-__all__ = ["AddedRole", "Role", "check_ids", "classify", "smi_text_in"]
+__all__ = ["AddedRole", "Role", "check_ids", "classify", "smi_text_held"]
 
 Role = Literal["markup", "content"]
 
@@ -67,8 +67,11 @@ class AddedRole:
     unsafe: str | None = None
 
 
-def smi_text_in(text: str) -> str | None:
-    """The first SMI slot text inside `text` (None when there is none)."""
+def smi_text_held(text: str) -> str | None:
+    """The first SMI slot text `text` holds *plus other text* (rule 2: `<|eot|>\\n`); None
+    when it holds none, or is a slot text alone."""
+    if text in _SLOT_TEXTS:
+        return None
     return next((slot for slot in _SLOT_TEXTS if slot in text), None)
 
 
@@ -89,7 +92,7 @@ def _first_reading(
     """(role, reason, unsafe) by rules 1-9 (module docstring)."""
     if text in _SLOT_TEXTS:
         return "markup", "an SMI token", None
-    inside = smi_text_in(text)
+    inside = smi_text_held(text)
     if inside is not None:
         why = f"holds the SMI token text {inside} plus other text"
         return "markup", why, f"{why}: a tokenizer would match it instead of {inside}"

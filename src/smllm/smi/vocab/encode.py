@@ -110,6 +110,7 @@ class PlainEncoder:
         vocab_size: int,
         names: dict[int, str],
         roles: tuple[AddedRole, ...] = (),
+        data: dict[str, Any] | None = None,
     ) -> None:
         self._backend = backend
         self.forbidden = forbidden
@@ -131,7 +132,8 @@ class PlainEncoder:
             if private is not None and private != role.id:
                 self._to_full[int(private)] = role.id
         self._to_private = {full: private for private, full in self._to_full.items()}
-        self._learn_u2581()
+        # `data`: the private backend's JSON when the caller has it (one parse, not two)
+        self._learn_u2581(json.loads(backend.to_str()) if data is None else data)
 
     @classmethod
     def from_tokenizer(
@@ -162,11 +164,10 @@ class PlainEncoder:
         backend = plain_backend(tokenizer, data, kept)
         size = max(full.get_vocab_size(with_added_tokens=True), max(forbidden, default=-1) + 1)
         names = {i: full.id_to_token(i) for i in forbidden}
-        return cls(backend, frozenset(forbidden), size, names, roles)
+        return cls(backend, frozenset(forbidden), size, names, roles, data)
 
-    def _learn_u2581(self) -> None:
+    def _learn_u2581(self, data: dict[str, Any]) -> None:
         """Set `literal_u2581` (module docstring) from the private backend's JSON."""
-        data = json.loads(self._backend.to_str())
         if not (
             _spaces_as_u2581(data.get("normalizer")) or _spaces_as_u2581(data.get("pre_tokenizer"))
         ):

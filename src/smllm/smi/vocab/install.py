@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..tokens import BLOCK_SIZE, BOS, EOS, TokenIds, slot_text
-from .added import smi_text_in
+from .added import smi_text_held
 from .backend import backend_of
 
 __all__ = ["backend_of", "find_tokens", "install_tokens", "refuse_smi_text_holders"]
@@ -50,8 +50,8 @@ def refuse_smi_text_holders(backend: Any) -> None:
     (module docstring)."""
     for token_id, token in sorted(backend.get_added_tokens_decoder().items()):
         text = str(token.content)
-        inside = smi_text_in(text)
-        if inside is not None and text != inside:
+        inside = smi_text_held(text)
+        if inside is not None:
             raise ValueError(
                 f"the added token {text!r} (id {token_id}) holds the SMI token text {inside} "
                 f"plus other text: the tokenizer would match it instead of {inside}; remove it "

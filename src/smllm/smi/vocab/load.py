@@ -15,7 +15,7 @@ from typing import Any
 from ..tokens import TokenIds
 from .decode import VocabDecoder, decoder_for
 
-__all__ = ["RWKV_WORLD", "Vocabulary", "load_tokenizer", "load_vocabulary"]
+__all__ = ["RWKV_WORLD", "Vocabulary", "check_base", "load_tokenizer", "load_vocabulary"]
 
 #: the name of the RWKV world vocabulary
 RWKV_WORLD = "rwkv-world"
@@ -37,6 +37,15 @@ class Vocabulary:
         return decoder_for(self.tokenizer if self.tokenizer is not None else self.encoder)
 
 
+def check_base(spec: str, base: int | None) -> None:
+    """ValueError for a `base` given with a vocabulary other than the RWKV world one."""
+    if base is not None and spec != RWKV_WORLD:
+        raise ValueError(
+            f"{spec}: --base places the SMI block in the {RWKV_WORLD} vocabulary only; a "
+            "tokenizer's SMI ids are the ones installed in it"
+        )
+
+
 def load_vocabulary(spec: str, *, install: bool = False, base: int | None = None) -> Vocabulary:
     """The vocabulary `spec` names; ValueError says what's wrong (missing file, not a fast
     tokenizer, no SMI tokens and no `install`). `base`: where the SMI block starts in the RWKV
@@ -46,11 +55,7 @@ def load_vocabulary(spec: str, *, install: bool = False, base: int | None = None
 
         trie = TrieEncoder(base=base)
         return Vocabulary(spec, trie, trie.ids, None)
-    if base is not None:
-        raise ValueError(
-            f"{spec}: --base places the SMI block in the {RWKV_WORLD} vocabulary only; a "
-            "tokenizer's SMI ids are the ones installed in it"
-        )
+    check_base(spec, base)
     tokenizer = load_tokenizer(spec)
     from .encode import PlainEncoder
     from .install import find_tokens, install_tokens
