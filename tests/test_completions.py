@@ -34,6 +34,7 @@ COMMANDS = [
     "instance",
     "mcp",
     "new",
+    "run",
     "session",
     "smi",
     "statusline",

@@ -144,7 +144,9 @@ def forbidden(names: set[str], baseline: set[str] | frozenset[str] = frozenset()
     return sorted(
         n
         for n in names - baseline
-        if n.split(".")[0] in FORBIDDEN or n == "smllm.smi" or n.startswith("smllm.smi.")
+        if n.split(".")[0] in FORBIDDEN
+        or n in ("smllm.smi", "smllm.drive")
+        or n.startswith(("smllm.smi.", "smllm.drive."))
     )
 
 

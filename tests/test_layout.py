@@ -21,8 +21,10 @@ ALLOWED = {
     "api": {"machine", "engine", "text", "store"},
     "harness": {"machine", "engine", "text", "store", "api"},
     "mcp": {"machine", "engine", "text", "store", "api"},
-    "cli": {"machine", "engine", "text", "store", "api", "harness", "mcp", "smi"},
+    "cli": {"machine", "engine", "text", "store", "api", "harness", "mcp", "smi", "drive"},
     "smi": set(),
+    # smllm run: the one room that imports both the library API and the model face
+    "drive": {"machine", "engine", "text", "store", "api", "mcp", "smi"},
 }
 
 
@@ -52,6 +54,21 @@ def test_imports_flow_one_way() -> None:
                 target = node.module.split(".")[0]
                 if target in ALLOWED and target != folder:
                     assert target in ALLOWED[folder], f"{path}: {folder} imports {target}"
+
+
+def test_drive_is_imported_only_by_the_run_command() -> None:
+    """The core install, the hooks and the MCP server never import smllm.drive: only
+    `smllm run` (cli/run.py) does; and drive takes only the plain texts of the MCP room."""
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            target = node.module.split(".")
+            if rel.parts[0] != "drive" and target[0] == "drive" and node.level >= 2:
+                assert rel == Path("cli/run.py"), f"{rel} imports smllm.drive"
+            if rel.parts[0] == "drive" and target[0] == "mcp" and node.level >= 2:
+                assert node.module == "mcp.texts", f"{rel} imports smllm.{node.module}"
 
 
 def test_smi_stands_alone() -> None:

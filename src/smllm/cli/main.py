@@ -122,6 +122,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("commands", "info"),
     "validate": ("validate", "validate"),
     "graph": ("graph", "graph"),
+    "run": ("run", "run"),
     "completions": ("completions", "completions"),
     "__complete": ("completions", "complete"),
     "compile": ("compile", "compile_machine"),

@@ -220,6 +220,51 @@ def build() -> _Parser:
 
     cmd("mcp", "the MCP server on stdio: one tool, smllm")
 
+    p = cmd("run", "a model drives itself through a machine over SMI, headless")
+    p.add_argument("machine", metavar="MACHINE", nargs="?", help="the machine to enter")
+    p.add_argument("--ref", help="the instance's ref (an existing one continues it)")
+    p.add_argument("--state", help="an entry point to enter instead of the initial state")
+    p.add_argument("--session", metavar="KEY", help="continue this run's session")
+    model = p.add_mutually_exclusive_group()
+    model.add_argument("--model", metavar="PATH", help="a local Hugging Face model folder")
+    model.add_argument(
+        "--backend", metavar="scripted:FILE", help="a scripted model: FILE's transmissions"
+    )
+    p.add_argument(
+        "--tools",
+        default="",
+        metavar="LIST",
+        help="work tools granted, comma-separated: read, write, shell (default: none)",
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="a shell command the model may run (a glob, such as 'pytest*'); repeatable",
+    )
+    p.add_argument("--max-turns", type=int, default=100, metavar="N", help="default 100")
+    p.add_argument(
+        "--max-new-tokens", type=int, default=1024, metavar="N", help="per turn; default 1024"
+    )
+    p.add_argument(
+        "--think",
+        default="adaptive:256",
+        metavar="MODE[:TOKENS]",
+        help="the reasoning budget: disabled, adaptive or fixed, with a THINK limit "
+        "(default adaptive:256)",
+    )
+    p.add_argument(
+        "--constrain",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="constrained decoding of ACTs (default auto: on where llguidance is installed)",
+    )
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
+    p.add_argument("--seed", type=int, help="the sampler's seed")
+    p.add_argument("--shell-timeout", type=float, default=60.0, metavar="S", help="default 60 s")
+    p.add_argument("--json", action="store_true", help="one summary object on stdout")
+
     p = cmd("smi", "the State Model Interface: conversations to ids, ids to blocks, audits")
     ssub = p.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser, required=True)
     vocab = "a tokenizer.json, a tokenizer folder, or rwkv-world"

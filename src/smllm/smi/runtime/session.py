@@ -214,6 +214,7 @@ class Session:
                 truncated=gen.truncation is not None,
                 events=tuple(gen.events),
                 truncation=gen.truncation,
+                prompt=tuple(prompt),
             )
         finally:
             self._busy = False

@@ -132,7 +132,7 @@ class TurnResult:
     what it cost.
 
     `fed_tokens` counts every id fed to the backend this turn (the runtime transmission's
-    ids and each generated id); `prompt_tokens` the runtime part only. `truncated`: the
+    ids and each generated id); `prompt_tokens` the runtime part only (`prompt` its ids). `truncated`: the
     runtime ended the transmission with `<|eot|>` itself; `truncation` says why (the
     `max_new_tokens` limit, or a context with no room for more), None where the model ended
     it.
@@ -148,3 +148,5 @@ class TurnResult:
     truncated: bool
     events: tuple[object, ...] = field(repr=False, default=())
     truncation: str | None = None
+    #: the ids the runtime transmission compiled to (what was fed before generating)
+    prompt: tuple[int, ...] = field(repr=False, default=())
