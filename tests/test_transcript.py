@@ -9,29 +9,9 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, smllm
+from helpers.golden import GOLDEN, SEED_KEY, parse
 
-GOLDEN = ROOT / "golden" / "transcript.txt"
 SHARED = ROOT.parent.parent / "shared" / "spec" / "example" / "transcript.txt"
-SEED_KEY = "sm-nqvfvw"
-
-
-def parse(text: str) -> list[tuple[str, str, int]]:
-    """(command, expected stdout, exit code) for each `$` step of the transcript."""
-    steps: list[tuple[str, str, int]] = []
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("$ "):
-            out: list[str] = []
-            i += 1
-            while not re.fullmatch(r"\[exit \d+\]", lines[i]):
-                out.append(lines[i])
-                i += 1
-            code = int(lines[i][6:-1])
-            steps.append((line[2:], "".join(o + "\n" for o in out), code))
-        i += 1
-    return steps
 
 
 #: the SHA-256 of spec/example/transcript.txt as the project took it: the repo owns its copy, so

@@ -276,7 +276,12 @@ def build() -> _Parser:
         '{"input_ids", "labels", "assistant_mask"}; all lines or none.',
     )
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
-    q.add_argument("input", metavar="FILE", nargs="?", default="-", help="default: stdin")
+    q.add_argument(
+        "input",
+        metavar="FILE",
+        nargs="*",
+        help="JSON-lines files, read in order (smllm run's run-N.smi.jsonl); default: stdin",
+    )
     q.add_argument("-o", "--output", metavar="OUT", help="write OUT instead of standard output")
     q.add_argument("--install", action="store_true", help="append the SMI tokens if missing")
     _base_flag(q)

@@ -116,5 +116,8 @@ def _sentence(summary: Any) -> str:
         f"{t.fed} ids fed, {t.generated} generated)"
     )
     if summary.stop in ("yield", "interrupted", "max-turns", "runaway", "paused"):
-        line += f"\ncontinue with: smllm run --session {shlex.quote(summary.session)} --model …"
+        line += (
+            f"\ncontinue with: smllm run --session {shlex.quote(summary.session)} and the "
+            "same --model or --backend"
+        )
     return line

@@ -133,33 +133,35 @@ def _compile(args: Namespace) -> int:
 
     vocabulary = _load(args)
     compiler = Compiler(vocabulary.encoder, vocabulary.ids, strict=not args.lenient)
-    errors: list[tuple[int, str]] = []  # (line, message): the batch's are found at its end
-    batch: list[tuple[int, str, list[Transmission]]] = []
+    # ((file, line), message): the batch's are found at its end, and reported in input order
+    errors: list[tuple[tuple[int, int], str]] = []
+    batch: list[tuple[tuple[int, int], str, list[Transmission]]] = []
     out: list[Compiled] = []
 
     def flush() -> None:
         try:
             out.extend(compiler.compile_batch([c for _, _, c in batch]))
         except ValueError:  # one of them (a stream rule, an encoding): find it, by line
-            for n, where, conversation in batch:
+            for at, where, conversation in batch:
                 try:
                     out.append(compiler.compile(conversation))
                 except ValueError as exc:
-                    errors.append((n, f"{where}: {exc}"))
+                    errors.append((at, f"{where}: {exc}"))
         batch.clear()
 
-    for name, n, text in _lines(args.input):
-        where = f"{name}:{n}"
-        try:
-            if text is None:
-                raise ValueError("not UTF-8 text")
-            conversation = _conversation(_json_line(text))
-        except (ValueError, RecursionError) as exc:
-            errors.append((n, f"{where}: {exc}"))
-            continue
-        batch.append((n, where, conversation))
-        if len(batch) >= _BATCH:
-            flush()
+    for index, path in enumerate(args.input or ["-"]):  # several files: a run's transcripts
+        for name, n, text in _lines(path):
+            where = f"{name}:{n}"
+            try:
+                if text is None:
+                    raise ValueError("not UTF-8 text")
+                conversation = _conversation(_json_line(text))
+            except (ValueError, RecursionError) as exc:
+                errors.append(((index, n), f"{where}: {exc}"))
+                continue
+            batch.append(((index, n), where, conversation))
+            if len(batch) >= _BATCH:
+                flush()
     flush()
     if errors:
         _report([message for _, message in sorted(errors)])

@@ -33,7 +33,7 @@ def scripted_runtime(path: str, driver: Driver, max_new_tokens: int) -> Runtime:
         return StreamParser(BYTE_IDS, ByteDecoder(), side="model", reasoning=reasoning)
 
     return Runtime(
-        ScriptModel(script, path),
+        ScriptModel(script.transmissions, path, script.pace),
         Compiler(encoder, BYTE_IDS),
         parser,
         BYTE_IDS,

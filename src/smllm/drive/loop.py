@@ -98,6 +98,9 @@ class Run:
         self.report.line("interrupted: ending the turn and pausing (Ctrl-C again to quit now)")
         if self.driver.firing:
             raise KeyboardInterrupt  # caught by the driver around the call
+        halt = getattr(self.runtime.backend, "halt", None)
+        if halt is not None:  # a backend that runs whole turns and can stop one (scripted)
+            halt.set()
         if self._task is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
 
@@ -149,7 +152,10 @@ class Run:
             if not result.actions:  # no ACT at all: the model stops; the engine decides
                 outcome = self.app.stop(self.key, blocked)
                 if outcome.decision == "runaway":
-                    return "runaway", outcome.text or "the engine ended a runaway stop"
+                    return "runaway", (
+                        "the model stopped again without firing an event after the engine "
+                        "blocked its stop (a runaway stop); the instance stays where it is"
+                    )
                 if outcome.decision == "allow":
                     s = self.app.session(self.key)
                     if s.holding is not None and s.yielded:

@@ -87,12 +87,10 @@ def run(options: RunOptions, out: TextIO | None = None, live: bool | None = None
 
 
 def _session_folder(app: App, key: str) -> str:
-    from ..errors import CallError
-
-    try:
-        return app.session(key).cwd
-    except CallError as exc:
-        raise RunUsage(str(exc)) from None
+    session = app.user.session(key)
+    if session is None:
+        raise RunUsage(f"no session {key} (smllm session list shows the sessions)")
+    return session.cwd
 
 
 def _runtime(options: RunOptions, driver: Driver) -> Runtime:

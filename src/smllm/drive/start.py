@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..api.app import App
-from ..errors import CallError
 from ..files import replace_file
 from .driver import HARNESS
 from .transcript import runs_folder
@@ -36,9 +35,11 @@ class Target:
     state: str | None = None
 
 
-def _enter(app: App, key: str, target: Target) -> str:
-    """Fire `enter` for the run (as the agent); the reply's text."""
-    loaded = app.load(app.session(key).configs)
+def _enter(app: App, key: str | None, target: Target) -> str:
+    """Fire `enter` for the run (as the agent); the session's key. Without `key`, the enter
+    makes the session (harness `run`), and a refused one makes none."""
+    configs = app.session(key).configs if key is not None else app.configs_here()
+    loaded = app.load(configs)
     machine = loaded.machines.get(target.machine)
     if machine is None:
         known = ", ".join(loaded.machines) or "none"
@@ -49,9 +50,9 @@ def _enter(app: App, key: str, target: Target) -> str:
     if target.state is not None:
         params.append(("state", target.state))
     result = app.fire(key, "enter", tuple(params), "agent", HARNESS)
-    if not result.ok:
+    if not result.ok or result.session is None:
         raise RunRefused(result.text())
-    return result.text()
+    return result.session.key
 
 
 def begin(app: App, target: Target) -> str:
@@ -61,18 +62,15 @@ def begin(app: App, target: Target) -> str:
             "no smllm config found from here: run in a project with .smllm/config.toml "
             "(smllm init), or pass --config"
         )
-    session = app.new_session(harness=HARNESS)
-    _enter(app, session.key, target)
-    return session.key
+    return _enter(app, None, target)
 
 
 def go_on(app: App, key: str, target: Target | None) -> None:
     """Make session `key` ready to go on: it holds its instance (yielded or not), or it is
     idle and re-enters `target`, else the instance its last run paused."""
-    try:
-        session = app.session(key)
-    except CallError as exc:
-        raise RunUsage(str(exc)) from None
+    session = app.user.session(key)
+    if session is None:
+        raise RunUsage(f"no session {key} (smllm session list shows the sessions)")
     if session.harness != HARNESS:
         raise RunUsage(
             f"session {key} belongs to harness {session.harness}; smllm run continues only "
