@@ -299,6 +299,8 @@ def test_usage_errors_start_nothing(project: Path, env: dict[str, str], tmp_path
         "mode is disabled, adaptive or fixed\n",
         ("dev", "--backend", f"scripted:{good}", "--think", "disabled:5"): "error: --think "
         "disabled:5: disabled allows no THINK ids\n",
+        ("dev", "--backend", f"scripted:{good}", "--seed", "3"): "error: --seed seeds the "
+        "sampler's draws: give a --temperature above 0 with it\n",
         ("nope", "--backend", f"scripted:{good}"): "error: no machine 'nope' is configured here "
         "(machines: dev)\n",
         ("dev", "--backend", f"scripted:{bad}"): f"error: {bad}: transmission 1 holds runtime "
@@ -314,3 +316,60 @@ def test_usage_errors_start_nothing(project: Path, env: dict[str, str], tmp_path
         ran = smllm(["run", *args], project, env)
         assert (ran.code, ran.out, ran.err) == (2, "", message), args
     assert smllm(["session", "list", "--json"], project, env).out == '{"sessions":[]}\n'
+
+
+def test_the_live_view_on_a_terminal(
+    project: Path, env: dict[str, str], tmp_path: Path, monkeypatch: Any
+) -> None:
+    import io
+    import re
+
+    from smllm.drive import RunOptions, run
+
+    script = write_script(
+        tmp_path,
+        "s.json",
+        [{"type": "out", "text": "I will plan."}, act("a1", "planned", size="huge")],
+        [act("a2", "yield", note="later")],
+    )
+    monkeypatch.chdir(project)
+    screen = io.StringIO()
+    summary = run(RunOptions(machine="dev", ref="GH-7", script=script), out=screen, live=True)
+    assert summary.stop == "yield"
+    text = screen.getvalue()
+    # the progress line is drawn and wiped (\r, erase to end of line) before each line
+    assert "\r\x1b[K  generating: act · " in text
+    lines = re.sub(r"\r\x1b\[K  generating: [a-z]+ · [0-9.]+ s", "", text)
+    lines = re.sub(r"\r\x1b\[K", "", lines)
+    lines = re.sub(r" · [0-9]+ ms · ", " · N ms · ", lines)
+    one, two = [(len(t["fed"]), len(t["generated"])) for t in turns_of(summary.to_json())]
+    assert lines == (
+        "── turn 1 · dev › PLAN\n"
+        "  “I will plan.”\n"
+        '  ✗ planned {"size": "huge"} → refused (schema_violation: planned: $.size: \'huge\' is '
+        "not one of ['small', 'large'])\n"
+        f"  fed {one[0]} · generated {one[1]} · N ms · now dev › PLAN\n"
+        "── turn 2 · dev › PLAN\n"
+        '  ✓ yield {"note": "later"}\n'
+        f"  fed {two[0]} · generated {two[1]} · N ms · now dev › PLAN\n"
+    )
+
+
+def test_the_models_text_cant_drive_the_terminal(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """Escape sequences in what the model says (a window title, a cleared screen, colours,
+    a bidi override) are shown escaped, in the live view and the quiet log alike."""
+    script = write_script(
+        tmp_path,
+        "s.json",
+        [
+            {"type": "out", "text": "hi \u001b]0;owned\u0007\u001b[2J \u202e"},
+            act("a1", "\u001b[31mrm"),
+        ],
+        [act("a2", "yield")],
+    )
+    ran = smllm(["run", "dev", "--ref", "GH-8", "--backend", f"scripted:{script}"], project, env)
+    assert ran.code == 0, ran.err
+    assert "\u001b" not in ran.err and "\u202e" not in ran.err and "\u0007" not in ran.err
+    assert "✗ \\x1b[31mrm {} → refused (unknown_capability: no tool '\\x1b[31mrm' is " in ran.err

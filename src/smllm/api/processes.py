@@ -5,6 +5,9 @@ The child gets its own process group so a timeout can kill everything it started
 for failures.  A single thread multiplexes the pipe and the child's exit (a pidfd where
 the kernel has one), so a success returns the moment the child exits even when a
 background grandchild still holds the pipe open.
+
+run_capturing runs an argv list the same way but reports the exit status and the output (a
+bounded head and tail) however it ended: `smllm run`'s shell work tool.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ import subprocess
 import time
 
 from ..engine.host import CommandResult
+from ..recordclass import Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
-    from typing import Any
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from typing import Any, TypeVar
 
-__all__ = ["CommandResult", "run_command"]
+    _T = TypeVar("_T")
+
+__all__ = ["CommandOutput", "CommandResult", "run_capturing", "run_command"]
 
 # Bytes of output kept; comfortably more than TAIL_CHARS even for 4-byte UTF-8 characters.
 _KEEP_BYTES = 4096
@@ -49,6 +55,51 @@ def run_command(
     argv = ["/bin/sh", "-c", run] if isinstance(run, str) else list(run)
     if not argv:
         return CommandResult(False, "could not start: empty command")
+    ended = _run(
+        argv, cwd, env, lambda proc: _supervise(proc, time.monotonic() + timeout, timeout_text)
+    )
+    return CommandResult(False, f"could not start: {ended}") if isinstance(ended, str) else ended
+
+
+class CommandOutput(Record):
+    """How a command run by run_capturing ended: its exit status (negative: killed by that
+    signal; None: timed out, its process group killed) and its output (stdout and stderr as
+    they came): the first bytes (`head`), the last ones (`tail`), and how many bytes between
+    them were not kept (`cut`; 0: `head + tail` is all of it)."""
+
+    exit: int | None
+    head: bytes
+    tail: bytes
+    cut: int
+
+
+def run_capturing(
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    timeout: float,
+    head: int,
+    tail: int,
+) -> CommandOutput | str:
+    """Run `argv` (no shell) as run_command does (own process group, stdin closed, the group
+    killed at the timeout), keeping the first `head` and last `tail` bytes of its output
+    whatever its exit status. A str: why it could not start. Never raises."""
+    if not argv:
+        return "empty command"
+    return _run(
+        list(argv), cwd, env, lambda proc: _capture(proc, time.monotonic() + timeout, head, tail)
+    )
+
+
+def _run(
+    argv: list[str],
+    cwd: str,
+    env: Mapping[str, str],
+    supervise: Callable[[subprocess.Popen[bytes]], _T],
+) -> _T | str:
+    """Start `argv` in its own process group and let `supervise` follow it to its end; a str
+    says why it could not start."""
     try:
         proc = subprocess.Popen(
             argv,
@@ -60,12 +111,13 @@ def run_command(
             start_new_session=True,  # own process group, so a timeout can kill it whole
         )
     except OSError as exc:
-        return CommandResult(False, f"could not start: {_os_reason(exc)}")
+        return _os_reason(exc)
     except (ValueError, subprocess.SubprocessError) as exc:  # e.g. "embedded null byte"
-        return CommandResult(False, f"could not start: {exc}")
-    previous = _end_with_the_child(proc)
-    try:
-        return _supervise(proc, time.monotonic() + timeout, timeout_text)
+        return str(exc)
+    previous: dict[int, Any] = {}
+    try:  # from here on: a Ctrl-C while the handlers are set still kills the group below
+        previous = _end_with_the_child(proc)
+        return supervise(proc)
     finally:
         # Only reached with the child still unreaped if we were interrupted (e.g. Ctrl-C):
         # don't leave its process group running behind us.
@@ -102,16 +154,42 @@ def _end_with_the_child(proc: subprocess.Popen[bytes]) -> dict[int, Any]:
 
 
 def _supervise(proc: subprocess.Popen[bytes], deadline: float, timeout_text: str) -> CommandResult:
+    kept = _Kept(0, _KEEP_BYTES)
+    # Don't wait for the pipe's EOF after a success: a background grandchild may hold it for ages.
+    code = _follow(proc, deadline, kept, drain=lambda code: code > 0)
+    if code is None:
+        return CommandResult(False, f"timed out after {timeout_text}s")
+    if code == 0:
+        return CommandResult(True, "")
+    if code < 0:
+        return CommandResult(False, "killed by a signal")
+    text = kept.tail.decode("utf-8", errors="replace").rstrip()[-TAIL_CHARS:]
+    return CommandResult(False, f"exited {code}: {text}" if text else f"exited {code}")
+
+
+def _capture(proc: subprocess.Popen[bytes], deadline: float, head: int, tail: int) -> CommandOutput:
+    kept = _Kept(head, tail)
+    code = _follow(proc, deadline, kept, drain=lambda code: True)
+    return CommandOutput(code, bytes(kept.head), bytes(kept.tail), kept.cut)
+
+
+def _follow(
+    proc: subprocess.Popen[bytes],
+    deadline: float,
+    kept: _Kept,
+    drain: Callable[[int], bool],
+) -> int | None:
+    """Keep the output until the child exits (its return code; the pipe then drained for a
+    moment where `drain(code)`) or the deadline passes (None; its process group killed)."""
     assert proc.stdout is not None
     out_fd = proc.stdout.fileno()
-    tail = bytearray()
     pidfd = _open_pidfd(proc.pid)
     with selectors.DefaultSelector() as sel, _signal_wakeup(sel):
         sel.register(out_fd, selectors.EVENT_READ)
         if pidfd is not None:
             sel.register(pidfd, selectors.EVENT_READ)
         try:
-            code = _wait(proc, sel, out_fd, tail, deadline, pidfd is None)
+            code = _wait(proc, sel, out_fd, kept, deadline, pidfd is None)
         finally:
             if pidfd is not None:
                 os.close(pidfd)
@@ -120,24 +198,41 @@ def _supervise(proc: subprocess.Popen[bytes], deadline: float, timeout_text: str
             code = proc.poll()
         if code is None:
             _kill_group(proc)
-            return CommandResult(False, f"timed out after {timeout_text}s")
-        if code == 0:
-            # Don't wait for the pipe's EOF: a background grandchild may hold it for ages.
-            return CommandResult(True, "")
-        if code < 0:
-            return CommandResult(False, "killed by a signal")
-        if pidfd is not None:
-            sel.unregister(pidfd)
-        _drain(sel, out_fd, tail, time.monotonic() + _DRAIN_SECONDS)
-    text = tail.decode("utf-8", errors="replace").rstrip()[-TAIL_CHARS:]
-    return CommandResult(False, f"exited {code}: {text}" if text else f"exited {code}")
+            return None
+        if drain(code):
+            if pidfd is not None:
+                sel.unregister(pidfd)
+            _drain(sel, out_fd, kept, time.monotonic() + _DRAIN_SECONDS)
+    return code
+
+
+class _Kept:
+    """What is kept of a command's output: its first `head_size` bytes, then a rolling tail of
+    the last `tail_size`; `cut` counts the bytes dropped between them."""
+
+    def __init__(self, head_size: int, tail_size: int) -> None:
+        self.head_size = head_size
+        self.tail_size = tail_size
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.cut = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = self.head_size - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > self.tail_size:
+            self.cut += len(self.tail) - self.tail_size
+            del self.tail[: len(self.tail) - self.tail_size]
 
 
 def _wait(
     proc: subprocess.Popen[bytes],
     sel: selectors.BaseSelector,
     out_fd: int,
-    tail: bytearray,
+    kept: _Kept,
     deadline: float,
     polling: bool,
 ) -> int | None:
@@ -153,7 +248,7 @@ def _wait(
         for key, _ in sel.select(wait):
             if isinstance(key.data, _Wakeup):
                 key.data.empty(key.fd)  # a signal came: its Python handler runs next
-            elif key.fd == out_fd and not _read_into(out_fd, tail):
+            elif key.fd == out_fd and not _read_into(out_fd, kept):
                 sel.unregister(out_fd)  # EOF; keep waiting for the exit alone
 
 
@@ -204,24 +299,22 @@ def _signal_wakeup(sel: selectors.BaseSelector) -> Iterator[None]:
         os.close(write_fd)
 
 
-def _drain(sel: selectors.BaseSelector, out_fd: int, tail: bytearray, until: float) -> None:
+def _drain(sel: selectors.BaseSelector, out_fd: int, kept: _Kept, until: float) -> None:
     """Read what is left in the pipe until EOF or `until`, whichever comes first."""
     while out_fd in sel.get_map() and (remaining := until - time.monotonic()) > 0:
         for key, _ in sel.select(remaining):
             if isinstance(key.data, _Wakeup):
                 key.data.empty(key.fd)
-            elif not _read_into(out_fd, tail):
+            elif not _read_into(out_fd, kept):
                 sel.unregister(out_fd)
 
 
-def _read_into(fd: int, tail: bytearray) -> bool:
-    """Append one read to the rolling tail; False at EOF."""
+def _read_into(fd: int, kept: _Kept) -> bool:
+    """Keep one read of the output; False at EOF."""
     chunk = os.read(fd, _READ_SIZE)
     if not chunk:
         return False
-    tail += chunk
-    if len(tail) > _KEEP_BYTES:
-        del tail[: len(tail) - _KEEP_BYTES]
+    kept.add(chunk)
     return True
 
 

@@ -326,6 +326,17 @@ def build() -> _Parser:
     q.add_argument("tokenizer", metavar="TOKENIZER", help=vocab)
     _base_flag(q)
     q.add_argument("--json", action="store_true")
+    q = ssub.add_parser(
+        "install",
+        help="a copy of a model folder with the SMI tokens in its tokenizer and embeddings",
+        description="Read a local Hugging Face model folder (offline), append the SMI block to "
+        "its tokenizer and grow the model's embeddings to match (new rows initialised from "
+        "the mean of the old ones), and save both to OUT, a new folder: what smllm run --model "
+        "and hf_runtime read. Already installed: the same ids, saved as they are.",
+    )
+    q.add_argument("model", metavar="MODEL", help="a local Hugging Face model folder")
+    q.add_argument("-o", "--output", metavar="OUT", required=True, help="a new folder")
+    q.add_argument("--json", action="store_true")
 
     p = cmd("completions", "print a shell completion script: bash, zsh or fish")
     p.add_argument("shell", metavar="SHELL", help="bash, zsh or fish")

@@ -60,6 +60,8 @@ def _options(args: Namespace) -> Any:
         raise Exit(2, "--max-turns is at least 1 and --max-new-tokens at least 2")
     if args.shell_timeout <= 0 or args.temperature < 0:
         raise Exit(2, "--shell-timeout is positive and --temperature not negative")
+    if args.seed is not None and args.temperature == 0:
+        raise Exit(2, "--seed seeds the sampler's draws: give a --temperature above 0 with it")
     if args.session is not None and args.state is not None and args.machine is None:
         raise Exit(2, "--state needs a MACHINE")
     return RunOptions(

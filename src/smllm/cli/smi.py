@@ -36,7 +36,8 @@ _BATCH = 512
 
 
 def smi(args: Namespace) -> int:
-    action = {"compile": _compile, "parse": _parse, "audit": _audit}[args.action]
+    actions = {"compile": _compile, "parse": _parse, "audit": _audit, "install": _install}
+    action = actions[args.action]
     return action(args)
 
 
@@ -432,3 +433,47 @@ def _audit_text(name: str, report: Any) -> str:
     else:
         lines.append("  the compiler's plain encoder: reaches none (every markup text tried)")
     return "".join(line + "\n" for line in lines)
+
+
+# -- install -----------------------------------------------------------------------------------
+
+
+def _install(args: Namespace) -> int:
+    """`smllm smi install MODEL -o OUT`: the model folder with the SMI tokens, saved anew (a
+    new folder: the weights being read are never written over)."""
+    import os
+
+    _need_extra()
+    if not os.path.isdir(args.model):
+        raise Exit(2, f"{args.model}: not a folder (a local Hugging Face model folder)")
+    if os.path.exists(args.output) and (not os.path.isdir(args.output) or os.listdir(args.output)):
+        raise Exit(2, f"{args.output}: exists and is not an empty folder; name a new one")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import transformers
+
+    from ..smi.backends.hf import quiet_transformers
+    from ..smi.vocab.install import install_tokens
+
+    quiet_transformers()
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(args.model, local_files_only=True)
+        model = transformers.AutoModelForCausalLM.from_pretrained(args.model, local_files_only=True)
+        before = len(tokenizer)
+        ids = install_tokens(tokenizer, model)
+    except (OSError, ValueError) as exc:
+        raise Exit(2, f"{args.model}: {exc}") from None
+    try:
+        tokenizer.save_pretrained(args.output)
+        model.save_pretrained(args.output)
+    except OSError as exc:
+        raise Exit(2, f"{args.output}: {exc.strerror or exc}") from None
+    added = len(tokenizer) - before
+    first, last = ids.ids[0], ids.ids[-1]
+    if args.json:
+        emit_json({"output": args.output, "smi_ids": [first, last], "added": added})
+    else:
+        sys.stdout.write(
+            f"wrote {args.output}: SMI ids {first}-{last}"
+            + (f" ({added} tokens added)\n" if added else " (already installed)\n")
+        )
+    return 0

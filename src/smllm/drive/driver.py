@@ -7,6 +7,7 @@ PLAN.md lands before the `planned` whose guard tests for it."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -67,7 +68,8 @@ class Driver:
         self.turn = TurnLog()
         self._events_admitted = 0
         self._order: asyncio.Lock | None = None
-        #: True while an event's call runs (the interrupt handler aborts it like `smllm fire`)
+        #: True while an event's call or a shell command runs on the main thread (the
+        #: interrupt handler aborts it as Ctrl-C aborts `smllm fire`)
         self.firing = False
 
     def begin_turn(self) -> TurnLog:
@@ -81,10 +83,12 @@ class Driver:
     def policy(self, action: Action, session: SessionInfo) -> Refusal | None:
         """One event per transmission (the engine answers each event with the next state, so a
         second event would be fired blind); a work tool's own checks (a shell command no
-        --allow pattern matches)."""
+        --allow pattern matches); no `write` of a file that guides the run."""
         name = action.name or ""
         if self.work is not None and name in self.work_names:
             problem = self.work.refusal(name, action.arguments)
+            if problem is None and name == "write":
+                problem = self._guiding(action.arguments)
             return Refusal("policy_denied", problem) if problem is not None else None
         if self._events_admitted:
             return Refusal(
@@ -95,6 +99,24 @@ class Driver:
         self._events_admitted += 1
         return None
 
+    def _guiding(self, arguments: Any) -> str | None:
+        """Why a `write` may not go ahead: its path is a file the session's configs read or
+        look for (the configs, their machines). The machine is the run's policy: a model that
+        rewrote it could have a guard run any command, shell granted or not."""
+        path = arguments.get("path") if isinstance(arguments, dict) else None
+        if self.work is None or not isinstance(path, str) or "\0" in path:
+            return None  # the work tool words its own refusal
+        target = os.path.abspath(os.path.join(self.work.root, path))
+        for name in self.app.load(self.app.session(self.key).configs).files:
+            if os.path.normcase(os.path.abspath(name)) == os.path.normcase(target) or (
+                os.path.exists(name) and os.path.exists(target) and os.path.samefile(name, target)
+            ):
+                return (
+                    f"`{path}` is one of the files that guide this run (its configs and "
+                    "machines): write never changes them"
+                )
+        return None
+
     # -- running ---------------------------------------------------------------------------------
 
     async def run(self, action: Action, session: SessionInfo) -> tuple[bool, Any]:
@@ -103,10 +125,29 @@ class Driver:
         async with self._order:  # FIFO: the ACTs run in the order the model wrote them
             name = action.name or ""
             if self.work is not None and name in self.work_names:
-                ok, value = await asyncio.to_thread(self.work.run, name, action.arguments)
+                ok, value = await self._work(name, action.arguments)
                 self.turn.worked.append(Worked(name, action.arguments, ok, value))
                 return ok, value
             return self.fire(name, _params(action.arguments))
+
+    async def _work(self, name: str, arguments: Any) -> tuple[bool, Any]:
+        """A work tool: read and write in a thread; shell here on the main thread, where an
+        interrupt ends the command as it ends a guard (its process group killed). In a thread
+        the command would run on to its timeout, and the run's end would wait for it."""
+        assert self.work is not None
+        if name != "shell":
+            return await asyncio.to_thread(self.work.run, name, arguments)
+        self.firing = True
+        try:
+            return self.work.run(name, arguments)
+        except KeyboardInterrupt:
+            self.turn.interrupted = True
+            return False, {
+                "type": "interrupted",
+                "message": "the run was interrupted while the command ran; it was killed",
+            }
+        finally:
+            self.firing = False
 
     def fire(self, event: str, params: Sequence[tuple[str, Any]]) -> tuple[bool, Any]:
         """Fire one event as the agent, here on the main thread: an interrupt mid-guard ends

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
+import socket
+import threading
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from typing import Any, cast
 
 from ..api.app import App, Result
@@ -67,6 +70,7 @@ class Run:
         transcript: Transcript,
         report: Report,
         work_tools: Sequence[dict[str, Any]] = (),
+        on_end: Callable[[Summary], None] | None = None,
     ) -> None:
         self.app = app
         self.key = key
@@ -77,6 +81,7 @@ class Run:
         self.transcript = transcript
         self.report = report
         self.work_tools = list(work_tools)
+        self.on_end = on_end
         self.totals = Totals()
         self.interrupted = False
         self._task: asyncio.Task[TurnResult] | None = None
@@ -91,29 +96,56 @@ class Run:
     def on_interrupt(self, signum: int, frame: Any) -> None:
         """SIGINT: the first ends the turn (a generation stops at its next id; an event's call
         ends as `smllm fire` ends on Ctrl-C) and the run pauses its instance; a second stops
-        at once."""
-        if self.interrupted:
-            raise KeyboardInterrupt
-        self.interrupted = True
-        self.report.line("interrupted: ending the turn and pausing (Ctrl-C again to quit now)")
-        if self.driver.firing:
-            raise KeyboardInterrupt  # caught by the driver around the call
+        at once: it ends an event's call in progress (the pause) as the first does, and
+        anywhere else it ends the process (exit 130)."""
         halt = getattr(self.runtime.backend, "halt", None)
         if halt is not None:  # a backend that runs whole turns and can stop one (scripted)
-            halt.set()
-        if self._task is not None and self._loop is not None:
+            halt.set()  # first of all: a second SIGINT may cut this handler short
+        if self.interrupted:
+            if self.driver.firing:
+                raise KeyboardInterrupt  # caught by the driver around the call
+            # A KeyboardInterrupt here could land inside asyncio's own bookkeeping and hang
+            # its cleanup; end as a kill would: each store write is one transaction, and a
+            # session cut off behind its instance is recovered by its next call.
+            self.report.line("error: interrupted again: stopped at once")
+            os._exit(130)
+        self.interrupted = True
+        firing = self.driver.firing
+        if not firing and self._task is not None and self._loop is not None:
             self._loop.call_soon_threadsafe(self._task.cancel)
+        self.report.line("interrupted: ending the turn and pausing (Ctrl-C again to quit now)")
+        if firing:
+            raise KeyboardInterrupt  # caught by the driver around the call
 
     # -- the loop ------------------------------------------------------------------------------
 
     async def go(self) -> Summary:
+        """The run, to its summary (handed to `on_end` before Ctrl-C is given back)."""
         self._loop = asyncio.get_running_loop()
+        if threading.current_thread() is not threading.main_thread():
+            # signals reach only the main thread: a run in another thread has no Ctrl-C
+            return self._summed_up(await self._guarded_turns())
         previous = signal.signal(signal.SIGINT, self.on_interrupt)
         try:
-            stop, message = await self._turns()
+            with _signals_wake(self._loop):
+                stop, message = await self._guarded_turns()
+            if self.interrupted:  # the transcript, summary and run.json go down whole
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return self._summed_up((stop, message))
         finally:
             signal.signal(signal.SIGINT, previous)
-        return self.summary(stop, message)
+
+    async def _guarded_turns(self) -> tuple[str, str]:
+        try:
+            return await self._turns()
+        finally:
+            self.transcript.save()
+
+    def _summed_up(self, ending: tuple[str, str]) -> Summary:
+        summary = self.summary(*ending)
+        if self.on_end is not None:
+            self.on_end(summary)
+        return summary
 
     async def _turns(self) -> tuple[str, str]:
         session = self.runtime.session(session_id=self.key)
@@ -192,6 +224,8 @@ class Run:
         except ContextFull as exc:
             return None, f"context-full: {exc}"
         except Exception as exc:  # the model or its backend failed: the run ends, saying why
+            if self.interrupted:  # a backend the interrupt halted (scripted) stops with an error
+                return None, "interrupted"
             return None, f"{type(exc).__name__}: {exc}"
         finally:
             self._task = None
@@ -273,7 +307,8 @@ class Run:
         if s.yielded:
             return "interrupted", "interrupted; the instance had yielded and stays so"
         ok, _ = self.driver.fire("pause", ())
-        if ok:
+        if ok or self._look().reply.header.machine is None:  # a second Ctrl-C may cut the
+            # pause off after its instance write: the instance is paused all the same
             return "interrupted", "interrupted; paused the instance"
         return "interrupted", "interrupted; the instance could not be paused and stays active"
 
@@ -304,6 +339,32 @@ class Run:
             final=self.final,
             transcript=self.transcript.turns_path,
         )
+
+
+@contextlib.contextmanager
+def _signals_wake(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """While the loop waits, a SIGINT the kernel hands to another thread (the generation's)
+    wakes it: else its handler would wait for that thread's next callback, up to a whole
+    turn. Python's C-level handler writes to this socket, which the loop watches, and the
+    main thread then runs the handler."""
+    reading, writing = socket.socketpair()
+    reading.setblocking(False)
+    writing.setblocking(False)
+    previous = signal.set_wakeup_fd(writing.fileno(), warn_on_full_buffer=False)
+    loop.add_reader(reading.fileno(), _drain, reading)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(previous)
+        loop.remove_reader(reading.fileno())
+        reading.close()
+        writing.close()
+
+
+def _drain(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # BlockingIOError: read empty
+        while sock.recv(512):
+            pass
 
 
 def _where(view: Result) -> str:

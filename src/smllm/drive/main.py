@@ -80,10 +80,9 @@ def run(options: RunOptions, out: TextIO | None = None, live: bool | None = None
         transcript=transcript,
         report=Report(out, live),
         work_tools=declarations,
+        on_end=lambda summary: save_record(key, summary.to_json()),
     )
-    summary = asyncio.run(the_run.go())
-    save_record(key, summary.to_json())
-    return summary
+    return asyncio.run(the_run.go())
 
 
 def _session_folder(app: App, key: str) -> str:

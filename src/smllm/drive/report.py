@@ -6,12 +6,14 @@ sentence, or the `--json` object)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, TextIO
 
 from ..smi.caps import Action
-from ..smi.parser import BlockStart, PayloadText
+from ..smi.parser import BlockStart
 from ..smi.runtime import TurnResult
 
 __all__ = ["Report", "Summary", "Totals", "outcomes"]
@@ -70,9 +72,19 @@ class Summary:
         }
 
 
+#: what a terminal would act on rather than show: C0 and C1 controls (escape sequences that set
+#: a title or clear the screen), and the bidirectional overrides that reorder what is shown
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(text: str) -> str:
+    """The model's text made safe to print: every control escaped (`\x1b`, `\u202e`)."""
+    return _CONTROLS.sub(lambda m: ascii(m[0])[1:-1], text)
+
+
 def _short(value: Any, width: int = 72) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    text = _visible(" ".join(text.split()))
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -82,7 +94,9 @@ class Report:
     def __init__(self, out: TextIO | None = None, live: bool | None = None) -> None:
         self.out = out if out is not None else sys.stderr
         self.live = live if live is not None else self.out.isatty()
-        self._progress = 0  # ids generated this turn (the progress line)
+        self._started = 0.0  # when the turn began (the progress line's clock)
+        self._drawn = 0.0  # when the progress line was last drawn
+        self._block = ""  # the block the model is writing
         self._shown = False
 
     def line(self, text: str) -> None:
@@ -91,30 +105,39 @@ class Report:
         self.out.flush()
 
     def begin_turn(self, number: int, where: str) -> None:
-        self._progress = 0
+        self._started = self._drawn = time.monotonic()
+        self._block = ""
         if self.live:
             self.line(f"── turn {number} · {where}")
 
     def event(self, item: object) -> None:
-        """A parser event while the model generates: the progress line counts blocks' text."""
+        """A parser event while the model generates: the progress line says which block the
+        model is writing and for how long (redrawn at most ten times a second)."""
         if not self.live:
             return
-        if isinstance(item, BlockStart | PayloadText):
-            self._progress += 1
-            if self._progress % 8 == 1:
-                self.out.write(f"\r  generating… {self._progress} pieces")
-                self.out.flush()
-                self._shown = True
+        now = time.monotonic()
+        changed = isinstance(item, BlockStart) and item.kind.tag != self._block
+        if changed:
+            self._block = item.kind.tag if isinstance(item, BlockStart) else self._block
+        if changed or now - self._drawn >= 0.1:
+            self._drawn = now
+            what = self._block or "starting"
+            self.out.write(f"\r\x1b[K  generating: {what} · {now - self._started:.1f} s")
+            self.out.flush()
+            self._shown = True
 
     def turn(self, number: int, result: TurnResult, ms: float, where: str) -> None:
         """A turn's ACTs and results, tokens and time."""
         acts = _acts(result)
         cost = f"fed {result.prompt_tokens} · generated {len(result.generated)} · {ms:.0f} ms"
         if self.live:
+            said = _said(result)
+            if said:
+                self.line(f"  “{_short(said)}”")
             for line in acts:
                 self.line(f"  {line}")
             if not acts:
-                self.line(f"  (no ACT) {_short(_said(result))}")
+                self.line("  (no ACT: a stop)")
             self.line(f"  {cost} · now {where}")
         else:
             what = "; ".join(acts) if acts else "no ACT"
@@ -162,9 +185,9 @@ def _acts(result: TurnResult) -> list[str]:
     """One line per ACT: its name and arguments, and what came of it."""
     lines = []
     for action, outcome, why in outcomes(result):
-        name = action.name if action is not None and action.name else "(unreadable)"
+        name = _visible(str(action.name)) if action is not None and action.name else "(unreadable)"
         args = _short(action.arguments, 48) if action is not None else ""
         mark = "✓" if outcome == "ok" else "·" if outcome == "pending" else "✗"
-        tail = f" → {outcome} ({_short(why)})" if why else ""
+        tail = f" → {outcome} ({_short(why, 100)})" if why else ""
         lines.append(f"{mark} {name} {args}{tail}")
     return lines

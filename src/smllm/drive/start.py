@@ -76,7 +76,7 @@ def go_on(app: App, key: str, target: Target | None) -> None:
             f"session {key} belongs to harness {session.harness}; smllm run continues only "
             "its own sessions (start one with smllm run MACHINE)"
         )
-    if session.holding is not None:
+    if session.holding is not None and app.view(key, tell_late=False).reply.header.machine:
         if target is not None:
             raise RunUsage(
                 f"session {key} holds an instance already: drop MACHINE, --ref and --state to "
@@ -84,15 +84,44 @@ def go_on(app: App, key: str, target: Target | None) -> None:
             )
         return
     if target is None:
-        record = read_record(key)
-        if record is None or record.get("stop") not in ("paused", "interrupted"):
+        target = _paused_by_last_run(app, key)
+        if target is None:
             raise RunUsage(
                 f"session {key} is idle with no paused run to continue: name a MACHINE (and "
                 "--ref) to enter"
             )
+    try:
+        _enter(app, key, target)
+    except RunRefused:
+        if session.holding is None or app.session(key).holding is not None:
+            raise
+        # it named an instance it no longer held: that call only returned it to idle (§7.1)
+        _enter(app, key, target)
+
+
+def _paused_by_last_run(app: App, key: str) -> Target | None:
+    """The instance the session's last run paused: per its `run.json`, else per the session's
+    last event, a `pause`, else the instance the session names but no longer holds (a second
+    Ctrl-C may stop a run after its pause's instance write, before `run.json` or before the
+    pause's session write)."""
+    record = read_record(key)
+    if (
+        record is not None
+        and record.get("stop") in ("paused", "interrupted")
+        and record.get("machine")
+    ):
         instance = record.get("ref") or record.get("instance")
-        target = Target(str(record["machine"]), str(instance) if instance else None)
-    _enter(app, key, target)
+        return Target(str(record["machine"]), str(instance) if instance else None)
+    for audit in reversed(app.user.audit(key)):
+        if audit.kind == "event":
+            d = audit.detail
+            if d.get("event") == "pause":
+                return Target(str(d["machine"]), str(d["label"]))
+            break
+    held = app.session(key).holding
+    if held is not None:  # the pause's instance write done, its session write cut off
+        return Target(held.machine, held.id)
+    return None
 
 
 def read_record(key: str) -> dict[str, Any] | None:

@@ -2,8 +2,9 @@
 (one line a turn: what was fed and generated, as ids and in the native JSON form) and
 `runs/KEY/run-N.smi.jsonl` (the whole conversation as one `{"transmissions": …}` line, the
 form `smllm smi compile` reads as training data: labels on the model's side only). Each turn's
-line goes down in one write, and the conversation file is replaced whole, so a killed run leaves
-whole records."""
+line goes down in one write; the conversation file is written whole once, when the run ends (a
+file rewritten and synced every turn cost milliseconds a turn, growing with the conversation),
+so a run killed outright leaves whole turn lines, which hold the same transmissions."""
 
 from __future__ import annotations
 
@@ -66,15 +67,14 @@ class Transcript:
         if note is not None:
             line["note"] = note
         self._append(self.turns_path, line)
-        self._save_conversation()
 
     def tail(self, runtime: Transmission) -> None:
         """The last runtime transmission, which no model turn answered (the run ended on it):
         in the conversation, so training data holds the final observation too."""
         self.conversation.append(runtime)
-        self._save_conversation()
 
-    def _save_conversation(self) -> None:
+    def save(self) -> None:
+        """Write the conversation file (at the run's end, however it ends)."""
         text = json.dumps(to_native(self.conversation), ensure_ascii=False) + "\n"
         replace_file(self.conversation_path, text.encode("utf-8"))
 

@@ -23,7 +23,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ONE_TOKEN_FAMILIES", "RECURRENT_FAMILIES", "HFBackend", "HFState"]
+__all__ = ["ONE_TOKEN_FAMILIES", "RECURRENT_FAMILIES", "HFBackend", "HFState", "quiet_transformers"]
+
+
+def quiet_transformers() -> None:
+    """For a command line: `transformers` logs its loading (progress bars, config notes) to
+    stderr, which holds a command's own messages; keep only its errors."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+
 
 #: model types whose multi-id feeds onto a non-empty cache are wrong: fed one id at a time
 ONE_TOKEN_FAMILIES = frozenset({"mamba", "falcon_mamba"})

@@ -147,7 +147,7 @@ class Ledger:
         else:
             act_id, action = parsed.id, parsed
             refusal = check_act(parsed, caps, self.seen, policy, session)
-        if act_id is None or act_id in self._answered:
+        if not act_id or act_id in self._answered:  # "" too: a malformed ACT's empty id
             act_id = self.next_raw_id()
         self.issue(act_id)
         return Admission(act_id, action, refusal)

@@ -5,6 +5,7 @@ rules and the choices where the seed is silent): strict JSON, `Capabilities`, `p
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
@@ -272,21 +273,29 @@ def _tool(value: Any, index: int) -> Tool:
     parameters = value.get("parameters", {"type": "object"})
     if not isinstance(parameters, dict):
         raise ValueError(f"{where} ({name}): parameters must be a JSON Schema object")
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
-    try:
-        Draft202012Validator.check_schema(parameters)
-    except SchemaError as exc:
-        raise ValueError(
-            f"{where} ({name}): parameters is not a valid JSON Schema: "
-            f"{exc.json_path}: {_short(exc.message)}"
-        ) from None
+    problem = _schema_problem_of(json.dumps(parameters, sort_keys=True))
+    if problem is not None:
+        raise ValueError(f"{where} ({name}): parameters is not a valid JSON Schema: {problem}")
     description = value.get("description")
     if description is not None and not isinstance(description, str):
         raise ValueError(f"{where} ({name}): description must be a string")
     other = {k: v for k, v in value.items() if k not in ("name", "parameters", "description")}
     return Tool(name, parameters, description, other)
+
+
+@functools.lru_cache(maxsize=512)
+def _schema_problem_of(schema: str) -> str | None:
+    """Why a tool's parameters (as sorted JSON text) are no JSON Schema, or None. Cached: a
+    runtime that sends its tools again each turn (a new state's CAPS) checks each schema once,
+    and the metaschema check is most of a CAPS block's cost."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
+    try:
+        Draft202012Validator.check_schema(json.loads(schema))
+    except SchemaError as exc:
+        return f"{exc.json_path}: {_short(exc.message)}"
+    return None
 
 
 def _short(text: str) -> str:

@@ -132,10 +132,10 @@ class TurnResult:
     what it cost.
 
     `fed_tokens` counts every id fed to the backend this turn (the runtime transmission's
-    ids and each generated id); `prompt_tokens` the runtime part only (`prompt` its ids). `truncated`: the
-    runtime ended the transmission with `<|eot|>` itself; `truncation` says why (the
-    `max_new_tokens` limit, or a context with no room for more), None where the model ended
-    it.
+    ids and each generated id); `prompt_tokens` the runtime part only (`prompt`: its ids).
+    `truncated`: the runtime ended the transmission with `<|eot|>` itself; `truncation` says
+    why (the `max_new_tokens` limit, or a context with no room for more), None where the model
+    ended it.
     """
 
     model: Transmission
