@@ -12,6 +12,7 @@ from typing import Any
 
 from conftest import smllm
 from helpers.golden import golden_output
+from helpers.scripts import act, turns_of, write_script
 from helpers.storerows import StoreRows
 
 from smllm.mcp.texts import AGENT_RULES
@@ -19,24 +20,6 @@ from smllm.mcp.texts import AGENT_RULES
 PLAN_TEXT = "Rename the option `--colour` to `--color`.\n"
 #: the CAPS of PLAN as the model gets it (the events list of `session show`, as tools)
 CAPS_PLAN = Path(__file__).parent / "golden" / "run" / "caps-plan.json"
-
-
-def act(act_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "type": "act",
-        "json": {"id": act_id, "type": "tool", "name": name, "arguments": arguments},
-    }
-
-
-def write_script(folder: Path, name: str, *turns: list[dict[str, Any]]) -> str:
-    path = folder / name
-    path.write_text(json.dumps({"transmissions": list(turns)}))
-    return str(path)
-
-
-def turns_of(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    lines = Path(summary["transcript"]).read_text().splitlines()
-    return [json.loads(line) for line in lines]
 
 
 def obs(block: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import smllm
+from helpers.scripts import act
 from helpers.storerows import StoreRows
 
 from smllm.drive.bytevocab import BYTE_IDS
@@ -25,12 +26,6 @@ ONE_EVENT = (
     "one event per transmission: an event was already fired in this one; fire yield after "
     "reading that event's result, if it is still offered"
 )
-
-
-def act(ident: str | None, name: str, **arguments: Any) -> dict[str, Any]:
-    """A script's ACT block (native JSON form): tool `name` with `arguments`, id `ident`."""
-    call: dict[str, Any] = {} if ident is None else {"id": ident}
-    return {"type": "act", "json": {**call, "type": "tool", "name": name, "arguments": arguments}}
 
 
 YIELD = [act("last", "yield")]

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import pytest
 from conftest import smllm, write_machine
+from helpers.scripts import act, write_script
 from helpers.slow_machine import slow_machine
 from helpers.storerows import StoreRows
 
@@ -36,17 +37,8 @@ INTERRUPTED = "interrupted: ending the turn and pausing (Ctrl-C again to quit no
 GUARD = "test -e go || { sleep 30 & echo $! > sleep.pid; echo $$ > guard.pid; wait; }"
 
 
-def act(act_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "type": "act",
-        "json": {"id": act_id, "type": "tool", "name": name, "arguments": arguments},
-    }
-
-
 def script(folder: Path, name: str, *turns: list[dict[str, Any]], pace: float = 0.0) -> str:
-    path = folder / name
-    path.write_text(json.dumps({"transmissions": list(turns), "pace": pace}))
-    return f"scripted:{path}"
+    return f"scripted:{write_script(folder, name, *turns, pace=pace)}"
 
 
 class Ended(NamedTuple):

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import smllm
+from helpers.scripts import act
 
 from smllm.drive.bytevocab import BYTE_IDS, ByteEncoder
 from smllm.smi.compile import IGNORE, Compiler
@@ -17,13 +18,6 @@ from smllm.smi.convert import from_native
 from smllm.smi.vocab.encode import PlainEncoder
 
 from .conftest import build_installed
-
-
-def act(act_id: str, name: str, **arguments: Any) -> dict[str, Any]:
-    return {
-        "type": "act",
-        "json": {"id": act_id, "type": "tool", "name": name, "arguments": arguments},
-    }
 
 
 def scripted_run(project: Path, env: dict[str, str], ref: str, *turns: Any) -> dict[str, Any]:
