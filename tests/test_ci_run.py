@@ -115,7 +115,9 @@ def test_a_skipped_test_fails_the_run(repo: Path) -> None:
     assert "FAILED: pytest skipped tests" in out
 
 
-@pytest.mark.parametrize("bench", ["bench.py", "hook_bench.py", "mcp_bench.py", "smi_bench.py"])
+@pytest.mark.parametrize(
+    "bench", ["bench.py", "hook_bench.py", "mcp_bench.py", "smi_bench.py", "run_bench.py"]
+)
 def test_a_crashing_benchmark_fails_the_run(repo: Path, bench: str) -> None:
     (repo / "bench").mkdir()
     (repo / "bench" / "bench.py").write_text("")
