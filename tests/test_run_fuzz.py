@@ -241,8 +241,10 @@ def test_fuzzed_transmissions_never_break_the_run(world: HostileWorld) -> None:
         some()
     print(f"structured: {len(said)} runs, {sum(said)} transmissions, stops {sorted(stops)}")
     assert StoreRows.of(world.project).integrity() == "ok"
-    # the fuzz reaches every way a run ends but a limit (not stuck refusing everything)
-    assert stops >= {"complete", "yield", "paused", "idle", "runaway", "model-error"}, stops
+    # the fuzz reaches the ways a run ends (not stuck refusing everything); a completion needs
+    # PLAN.md written, then planned, then done in order: rare at random, and not required here
+    # (tests/test_run.py plays it)
+    assert stops >= {"yield", "paused", "idle", "runaway", "model-error"}, stops
 
 
 def test_fuzzed_ids_never_break_the_run(world: HostileWorld) -> None:
