@@ -115,14 +115,9 @@ states:
             "  B:\n    type: final\n",
             "16:7: error: states.B.on: final state B can't have on (MCH-6)",
         ),
-        (
-            "  C:\n",
-            "  D:\n    meta: { fallback: true }\n    type: final\n  C:\n",
-            "17:23: error: states.D.meta.fallback: D is also a fallback state (first: A) (MCH-7)",
-        ),
         ("go: C", "pause: C", "15:7: error: states.B.on.pause: pause is a built-in event (EVT-5)"),
     ],
-    ids=["MCH-1", "MCH-2", "MCH-5", "MCH-6", "MCH-7", "EVT-5"],
+    ids=["MCH-1", "MCH-2", "MCH-5", "MCH-6", "EVT-5"],
 )
 def test_no_reachability_while_the_graph_is_broken(
     tmp_path: Path, old: str, new: str, error: str
@@ -134,6 +129,25 @@ def test_no_reachability_while_the_graph_is_broken(
     got = findings(tmp_path, text)
     assert [f for f in got if "(MCH-13)" in f] == []
     assert got == [f"m.smllm.yaml:{error}"]
+
+
+def test_reachability_with_two_fallback_states(tmp_path: Path) -> None:
+    """A second fallback state (MCH-7) leaves the graph known: every state marked fallback is
+    a root, so the second one isn't reported, and a state no root reaches still is, at once
+    (validation.md §4)."""
+    two = "  D:\n    meta: { fallback: true }\n    type: final\n  C:\n"
+    got = findings(tmp_path, GRAPH.replace("  C:\n", two, 1))
+    assert got == [
+        "m.smllm.yaml:17:23: error: states.D.meta.fallback: D is also a fallback state (first: "
+        "A) (MCH-7)",
+    ]
+    lost = GRAPH.replace("  C:\n", two, 1) + "  E:\n    type: final\n"
+    got = findings(tmp_path, lost)
+    assert got == [
+        "m.smllm.yaml:17:23: error: states.D.meta.fallback: D is also a fallback state (first: "
+        "A) (MCH-7)",
+        "m.smllm.yaml:21:3: warning: states.E: E can't be reached (MCH-13)",
+    ]
 
 
 FINAL = """\

@@ -21,9 +21,10 @@ __all__ = ["Broken", "always_loops", "lint"]
 
 #: errors that leave the graph of transitions unknown: a missing initial state or target, a
 #: dropped built-in transition (EVT-5), an always without a target, a final state with
-#: transitions, a second fallback. With one of them MCH-13 would guess: the fix may add the
-#: very edge that reaches a state.
-_GRAPH_ERRORS = frozenset({"MCH-1", "MCH-2", "MCH-5", "MCH-6", "MCH-7", "EVT-5"})
+#: transitions. With one of them MCH-13 would guess: the fix may add the very edge that
+#: reaches a state. A second fallback (MCH-7) is not one: every fallback state counts as a root
+#: (validation.md §4), so what no root reaches stays unreachable whichever the fix keeps.
+_GRAPH_ERRORS = frozenset({"MCH-1", "MCH-2", "MCH-5", "MCH-6", "EVT-5"})
 
 
 class Broken:
@@ -137,10 +138,9 @@ def lint(machine: Machine, data: dict[str, Any], add: Add, broken: Broken) -> No
 
 def _reachability(machine: Machine, add: Add) -> None:
     """MCH-13: states no path of `on` and `always` transitions reaches from where instances
-    start (the initial state, entry points, the fallback state)."""
+    start (the initial state, entry points, every state marked as the fallback)."""
     starts = {machine.initial, *machine.entry_points()}
-    if machine.fallback is not None:
-        starts.add(machine.fallback)
+    starts.update(name for name, state in machine.states.items() if state.fallback)
     seen = set(starts)
     todo = list(starts)
     while todo:
