@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from ..recordclass import Record
 
-__all__ = ["HINTS", "Finding", "format_path", "one_line"]
+__all__ = ["HINTS", "Finding", "Path_", "format_path", "one_line"]
 
+#: where in a file a finding points: its keys and indexes from the top
 Path_ = tuple[str | int, ...]
 
 #: validation.md §2: the fixed hint of each rule; rules whose hint depends on the file get it

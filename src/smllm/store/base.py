@@ -1,4 +1,4 @@
-"""The store interface: what a backend (SQLite now, PostgreSQL later) must offer (engine.md §10).
+"""The store interface: what a backend (SQLite, PostgreSQL) must offer (engine.md §10).
 
 Two roles: an `InstanceStore` per config (instances, the ref index, history) and the user's
 `SessionStore` (sessions, bindings, audit). A backend may serve both from one database.

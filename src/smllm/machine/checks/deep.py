@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .lint import Broken
 
     Add = Callable[..., None]
-    Path_ = tuple[str | int, ...]
+    from ..findings import Path_
 
 __all__ = [
     "CLOSING_TAGS",

@@ -295,7 +295,7 @@ def read_config(path: str, cwd: str | None = None) -> ConfigFile:
                 findings.append(
                     bad(
                         "CFG-11",
-                        f"no harness {name} (claude, codex, copilot, opencode, agents)",
+                        f"no harness {name} ({', '.join(HARNESS_PARTS)})",
                         ("harness", name),
                         at_key=True,
                     )

@@ -12,7 +12,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run t
 if TYPE_CHECKING:
     from typing import Any
 
-    Path_ = tuple[str | int, ...]
+    from ..findings import Path_
 
 __all__ = ["ActionReader", "normalise_prompt"]
 

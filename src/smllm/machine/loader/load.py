@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from ...recordclass import Record
-from ..findings import Finding
+from ..findings import Finding, Path_
 from ..model import (
     BUILTIN_EVENTS,
     Action,
@@ -27,8 +27,6 @@ from .actions import ActionReader, normalise_prompt
 from .params import env_name, read_params, ref_param_spec
 
 __all__ = ["LoadResult", "load_machine_file", "load_machine_source", "normalise_prompt"]
-
-Path_ = tuple[str | int, ...]
 
 
 class LoadResult(Record):

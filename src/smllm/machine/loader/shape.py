@@ -11,12 +11,12 @@ import math
 from typing import Any
 
 from ...recordclass import Record
+from ..findings import Path_
 from ..regex import pattern_matches
 from .schema import UNSUPPORTED
 
 __all__ = ["ShapeIssue", "check_shape", "non_finite", "without_nulls"]
 
-Path_ = tuple[str | int, ...]
 
 _XSTATE_ACTIONS = frozenset(
     {

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..findings import Path_
+
 __all__ = ["toml_position"]
 
 _KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
@@ -18,7 +20,6 @@ _ONE_KEY = re.compile(_KEY)
 _ASSIGN = re.compile(rf"[ \t]*({_DOTTED.pattern})[ \t]*=[ \t]*")
 _HEADER = re.compile(rf"[ \t]*\[\[?[ \t]*({_DOTTED.pattern})[ \t]*\]\]?")
 
-Path_ = tuple[str | int, ...]
 Pos = tuple[int, int]
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple
 
-Path_: TypeAlias = tuple[str | int, ...]
+from ..findings import Path_
 
 
 class Pos(NamedTuple):
