@@ -2,8 +2,9 @@
 the two an instance keeps when its saved state is gone or its machine unconfigured (engine.md
 §5.2, §5.4 – §5.6, §7.2, §7.3).
 
-Each handler of `fire.HANDLERS` takes (ctx, machine, state, instance, params), the params
-already checked, and returns the outcome; `state` is None where the saved state is gone.
+Each handler of `fire.STATE_HANDLERS` (and of the gone and unconfigured maps) takes (ctx,
+machine, state, instance, params), the params already checked, and returns the outcome; `state`
+is None where the saved state is gone, `machine` too where the machine isn't configured.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Firing one event: `fire(loaded, call, reader, host) -> Outcome` (engine.md §4 – §7).
 
 Rule 1: which events are legal where lives in two places only: `rules.py` says what each place
-offers and checks params; `HANDLERS` below says who handles an offered event in each place.
+offers and checks params; the `*_HANDLERS` maps below say who handles an offered event in each
+place.
 Rule 2: every check that can refuse comes before a handler runs its first action, so a refused
 call returns no instance write (only the clean-ups of engine.md §4.1 touch the session).
 Rule 3: nothing here touches a store; the outcome holds the writes, and the caller commits them.
@@ -41,9 +42,21 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["HANDLERS", "Call", "Outcome", "fire", "lost"]
+    IdleHandler = Callable[[Ctx, dict[str, Any]], Outcome]
+    StateHandler = Callable[[Ctx, Machine, State, Instance, dict[str, Any]], Outcome]
+    GoneHandler = Callable[[Ctx, Machine, None, Instance, dict[str, Any]], Outcome]
+    UnconfiguredHandler = Callable[[Ctx, None, None, Instance, dict[str, Any]], Outcome]
 
-IDLE, IN_STATE, GONE, UNCONFIGURED = "idle", "in a state", "saved state gone", "unconfigured"
+__all__ = [
+    "GONE_HANDLERS",
+    "IDLE_HANDLERS",
+    "STATE_HANDLERS",
+    "UNCONFIGURED_HANDLERS",
+    "Call",
+    "Outcome",
+    "fire",
+    "lost",
+]
 
 
 def _list_paused(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
@@ -92,18 +105,27 @@ def _ref_problem(ctx: Ctx, machine: Machine, inst: Instance, value: Any) -> str 
 #: each place; an event offered but missing here would be a bug, which `fire` asserts.
 #: Idle handlers take (ctx, params); the others (ctx, machine, state, instance, params),
 #: `state` being None where the saved state is gone or the machine isn't configured.
-HANDLERS: dict[tuple[str, str], Callable[..., Outcome]] = {
-    (IDLE, "enter"): enter.enter,
-    (IDLE, "resume"): enter.resume_idle,
-    (IDLE, "listPaused"): _list_paused,
-    (IN_STATE, MACHINE_EVENT): _machine_event,
-    (IN_STATE, "yield"): builtins.do_yield,
-    (IN_STATE, "pause"): builtins.pause,
-    (IN_STATE, "unmatched"): builtins.unmatched,
-    (IN_STATE, "resume"): builtins.resume_fallback,
-    (GONE, "pause"): builtins.pause_without_exit,
-    (GONE, "unmatched"): builtins.interrupt_without_exit,
-    (UNCONFIGURED, "pause"): builtins.pause_without_exit,
+#: who handles an offered event, per place (rules.py says what each place offers), each map
+#: typed with what its place can give a handler: idle has no instance; a state has its
+#: machine, state and instance; a gone state has no state; an unconfigured machine neither
+IDLE_HANDLERS: dict[str, IdleHandler] = {
+    "enter": enter.enter,
+    "resume": enter.resume_idle,
+    "listPaused": _list_paused,
+}
+STATE_HANDLERS: dict[str, StateHandler] = {
+    MACHINE_EVENT: _machine_event,
+    "yield": builtins.do_yield,
+    "pause": builtins.pause,
+    "unmatched": builtins.unmatched,
+    "resume": builtins.resume_fallback,
+}
+GONE_HANDLERS: dict[str, GoneHandler] = {
+    "pause": builtins.pause_without_exit,
+    "unmatched": builtins.interrupt_without_exit,
+}
+UNCONFIGURED_HANDLERS: dict[str, UnconfiguredHandler] = {
+    "pause": builtins.pause_without_exit,
 }
 
 
@@ -153,7 +175,7 @@ def _in_idle(ctx: Ctx) -> Outcome:
         problem, _ = check_params(event, (), None, ctx.call.params)
         if problem is not None:
             return refuse_idle(ctx, problem)
-    return HANDLERS[(IDLE, event)](ctx, {})
+    return IDLE_HANDLERS[event](ctx, {})
 
 
 def _in_state(ctx: Ctx, machine: Machine, state: State, inst: Instance) -> Outcome:
@@ -180,7 +202,7 @@ def _in_state(ctx: Ctx, machine: Machine, state: State, inst: Instance) -> Outco
     problem, params = check_params(event, specs, defs, ctx.call.params)
     if problem is not None:
         return refuse_machine(ctx, machine, state, inst, problem)
-    handler = HANDLERS.get((IN_STATE, event)) or HANDLERS[(IN_STATE, MACHINE_EVENT)]
+    handler = STATE_HANDLERS.get(event) or STATE_HANDLERS[MACHINE_EVENT]
     return handler(ctx, machine, state, inst, params)
 
 
@@ -193,7 +215,7 @@ def _state_gone(ctx: Ctx, machine: Machine, inst: Instance) -> Outcome:
     problem, _ = check_params(event, (), None, ctx.call.params)  # §2.4's order: no params
     if problem is not None:
         return builtins.refuse_gone(ctx, machine, inst, problem)
-    return HANDLERS[(GONE, event)](ctx, machine, None, inst, {})
+    return GONE_HANDLERS[event](ctx, machine, None, inst, {})
 
 
 def _unconfigured(ctx: Ctx, inst: Instance) -> Outcome:
@@ -208,7 +230,7 @@ def _unconfigured(ctx: Ctx, inst: Instance) -> Outcome:
                 events=unconfigured_events(ctx.key, inst),
             ),
         )
-    return HANDLERS[(UNCONFIGURED, "pause")](ctx, None, None, inst, {})
+    return UNCONFIGURED_HANDLERS["pause"](ctx, None, None, inst, {})
 
 
 # -- replies that return the session to idle -----------------------------------------------

@@ -2,7 +2,7 @@
 machine-format.md §2.4).
 
 Rule 1: what each place offers is decided here (`machine_offers`, `GONE_OFFERS`, the idle
-events of `idle.py`), and `fire.HANDLERS` maps each offered event of a place to its handler;
+events of `idle.py`), and `fire`'s handler maps give each offered event of a place its handler;
 every check that can refuse an event runs before that handler's first action.
 Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal is a string).
 """
@@ -53,7 +53,7 @@ BUILTIN_DESCRIPTIONS = {
 #: engine.md §5.0: what an instance whose saved state is gone offers (§7.3)
 GONE_OFFERS = ("pause", "unmatched")
 
-#: the key of `fire.HANDLERS` for every event a machine declares under `on`
+#: the key of `fire.STATE_HANDLERS` for every event a machine declares under `on`
 MACHINE_EVENT = "(machine event)"
 
 NOTE_PARAM = ParamSpec(
