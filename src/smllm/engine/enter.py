@@ -7,7 +7,7 @@ from .call import Outcome
 from .context import Ctx, new_run, refuse_idle, with_new_session
 from .moves import arrive
 from .records import ACTIVE, COMPLETED, INTERRUPTED, Instance, SessionWrite, minute
-from .rules import duplicate, echo, got, not_configured
+from .rules import enter_params, got, not_configured
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
 if TYPE_CHECKING:
@@ -21,61 +21,13 @@ def _one_of(states: list[str]) -> str:
 
 
 def enter(ctx: Ctx, _params: dict[str, Any]) -> Outcome:
-    """engine.md §5.1; checks its own params (they depend on the machine named)."""
-    given = ctx.call.params
-    name = duplicate(given)
-    if name is not None:
-        return refuse_idle(ctx, f"enter got param {echo(name)} more than once")
-    # null and "" count as absent: an empty ref or state is how an agent leaves one out
-    values = {n: v for n, v in given if v is not None and v != ""}
-    machine_id = values.get("stateMachine")
-    if machine_id is None:
-        return refuse_idle(ctx, "enter needs param stateMachine")
-    if not isinstance(machine_id, str):
-        return refuse_idle(ctx, "enter param stateMachine must be a string")
-    machine = ctx.loaded.machines.get(machine_id)
-    if machine is None and not ctx.loaded.machines:
-        # agent-text.md §9: the hint where a config exists; with none, `smllm init` first
-        hint = (
-            "smllm new ID --write"
-            if ctx.loaded.configs
-            else "smllm init, then smllm new ID --write"
-        )
-        return refuse_idle(
-            ctx,
-            "enter param stateMachine must name a configured state machine, and none is "
-            f"configured {got(machine_id)}; add one with {hint}",
-        )
-    if machine is None:
-        return refuse_idle(
-            ctx,
-            "enter param stateMachine must be one of: "
-            f"{', '.join(ctx.loaded.machines)} {got(machine_id)}",
-        )
+    """engine.md §5.1: the params checked by `rules.enter_params` (with the other legality
+    checks); here, which instance and which state."""
+    checked = enter_params(ctx.loaded, ctx.call.params, ctx.call.source)
+    if isinstance(checked, str):
+        return refuse_idle(ctx, checked)
+    machine, value, state, params = checked
     ref_param = machine.ref.param
-    for n, _v in given:
-        if n not in ("stateMachine", ref_param, "state"):
-            return refuse_idle(
-                ctx,
-                f"enter has no param {n} for {machine.id} (params: "
-                f"stateMachine, {ref_param}, state)",
-            )
-    for n in (ref_param, "state"):
-        if n in values and not isinstance(values[n], str):
-            return refuse_idle(ctx, f"enter param {n} must be a string")
-    if ctx.call.source == "agent" and machine.host_only():
-        return refuse_idle(
-            ctx,
-            f"state machine {machine.id} needs a host to drive it: only the "
-            f"host fires its events {', '.join(machine.host_events())}",
-        )
-    value: str | None = values.get(ref_param)
-    state: str | None = values.get("state")
-    params = {"stateMachine": machine_id}
-    if value is not None:
-        params[ref_param] = value
-    if state is not None:
-        params["state"] = state
     found = ctx.reader.find(machine.id, value) if value is not None else None
     eps = machine.entry_points()
     not_ep = (

@@ -10,7 +10,7 @@ Rule 2: this file knows no CLI, MCP, hook or store; it returns values (a refusal
 from __future__ import annotations
 
 from ..jsontext import STRICT_JSON, dumps
-from ..machine.model import Machine, ParamSpec, State
+from ..machine.model import Loaded, Machine, ParamSpec, State
 from .records import Instance
 from .reply import EventItem, EventsList, ParamLine
 
@@ -27,6 +27,7 @@ __all__ = [
     "check_params",
     "duplicate",
     "echo",
+    "enter_params",
     "gone_events",
     "gone_note",
     "got",
@@ -355,3 +356,58 @@ def gone_events(machine: Machine, inst: Instance, key: str | None) -> EventsList
     """§7.3: only pause and unmatched are offered."""
     gone = State(inst.state, False, False, False, (), (), {}, (), {}, None)
     return state_events(machine, gone, inst, key, only=GONE_OFFERS)
+
+
+def enter_params(
+    loaded: Loaded, given: tuple[tuple[str, Any], ...], source: str
+) -> str | tuple[Machine, str | None, str | None, dict[str, str]]:
+    """engine.md §5.1: whether `enter` may be fired with these params, by whom: a refusal's
+    message, or (the machine named, the ref, the state, the params as the reply echoes them).
+    The rest of enter (which instance, which state, the ref's pattern for a new one) is
+    enter.py's: it depends on the store."""
+    name = duplicate(given)
+    if name is not None:
+        return f"enter got param {echo(name)} more than once"
+    # null and "" count as absent: an empty ref or state is how an agent leaves one out
+    values = {n: v for n, v in given if v is not None and v != ""}
+    machine_id = values.get("stateMachine")
+    if machine_id is None:
+        return "enter needs param stateMachine"
+    if not isinstance(machine_id, str):
+        return "enter param stateMachine must be a string"
+    machine = loaded.machines.get(machine_id)
+    if machine is None and not loaded.machines:
+        # agent-text.md §9: the hint where a config exists; with none, `smllm init` first
+        hint = "smllm new ID --write" if loaded.configs else "smllm init, then smllm new ID --write"
+        return (
+            "enter param stateMachine must name a configured state machine, and none is "
+            f"configured {got(machine_id)}; add one with {hint}"
+        )
+    if machine is None:
+        return (
+            f"enter param stateMachine must be one of: {', '.join(loaded.machines)} "
+            f"{got(machine_id)}"
+        )
+    ref_param = machine.ref.param
+    for n, _v in given:
+        if n not in ("stateMachine", ref_param, "state"):
+            return (
+                f"enter has no param {n} for {machine.id} (params: stateMachine, {ref_param}, "
+                "state)"
+            )
+    for n in (ref_param, "state"):
+        if n in values and not isinstance(values[n], str):
+            return f"enter param {n} must be a string"
+    if source == "agent" and machine.host_only():
+        return (
+            f"state machine {machine.id} needs a host to drive it: only the host fires its "
+            f"events {', '.join(machine.host_events())}"
+        )
+    value: str | None = values.get(ref_param)
+    state: str | None = values.get("state")
+    params = {"stateMachine": machine_id}
+    if value is not None:
+        params[ref_param] = value
+    if state is not None:
+        params["state"] = state
+    return machine, value, state, params
