@@ -236,3 +236,23 @@ def test_ids_that_differ_only_in_case_withdraw_the_later(
     ran = smllm(["graph", "--json"], project, env)
     assert [m["id"] for m in json.loads(ran.out)["machines"]] == ["dev"]
     assert ran.err.startswith("note: .smllm/Dev2.smllm.yaml has errors")
+
+
+def test_a_broken_project_machine_unloads_the_users_copy(
+    project: Path, env: dict[str, str]
+) -> None:
+    """CFG-8: a project machine file with errors whose id the user's config also defines takes
+    the user's machine out too: smllm never falls back to the user's copy."""
+    user = Path(env["XDG_CONFIG_HOME"]) / "smllm"
+    user.mkdir(parents=True)
+    (user / "config.toml").write_text('[machines]\nfiles = ["dev.smllm.yaml"]\n')
+    text = (project / ".smllm" / "dev.smllm.yaml").read_text()
+    (user / "dev.smllm.yaml").write_text(text)
+    assert json.loads(smllm(["graph", "--json"], project, env).out)["machines"][0]["id"] == "dev"
+    (project / ".smllm" / "dev.smllm.yaml").write_text(text.replace("initial: PLAN", "initial: X"))
+    ran = smllm(["graph", "--json"], project, env)
+    assert json.loads(ran.out)["machines"] == []
+    ran = smllm(["validate"], project, env)
+    assert "the user's machine dev is not loaded either, because .smllm/dev.smllm.yaml has " in (
+        ran.out
+    )

@@ -12,6 +12,10 @@ from ..findings import Finding
 from ..model import IdlePrompt, Loaded, Machine, StoreSpec
 from .reader import HARNESS_PARTS, ConfigFile, config_finding, read_config, shown_path
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at run time
+if TYPE_CHECKING:
+    from ..loader.load import LoadResult
+
 __all__ = [
     "HARNESS_PARTS",
     "ConfigFile",
@@ -68,132 +72,134 @@ def _bad(
 
 def load_configs(configs: tuple[str, ...], cwd: str | None = None) -> Loaded:
     """Read and combine `configs` (user first, project last) and load their machines."""
-    from ..loader.load import LoadResult, load_machine_file
-
-    machines: dict[str, Machine] = {}
-    stores: dict[str, StoreSpec] = {}
-    owner: dict[str, str] = {}  # machine id → the file that defined it
-    owner_at: dict[str, tuple[int | None, int | None]] = {}  # … and where its id is
-    findings: list[Finding] = []
-    looked: list[str] = []
-    withdrawn: list[str] = []
-    idle: IdlePrompt | None = None
-
-    def load(full: str) -> LoadResult:
-        """A listed machine file, its findings and reads kept; the id of one with errors too."""
-        result = load_machine_file(full, shown_path(full, cwd))
-        findings.extend(result.findings)
-        looked.extend(result.reads)
-        if result.machine is None and result.top_id:
-            withdrawn.append(result.top_id)
-        return result
-
     read = [read_config(p, cwd) for p in configs if os.path.isfile(p)]
+    combined = _Combined(cwd)
     project = read[-1] if len(read) > 1 else None
     for cfg in read:
-        looked.append(cfg.path)  # load order: each config, then its machine files
-        findings.extend(cfg.findings)
-        is_project = cfg is project
-        if not cfg.ok:
-            # its machine files, found or not, are still part of the cache key: a missing one
-            # (CFG-3) created later must be seen without the config being touched
-            looked.extend(cfg.listed)
-            # every finding at once (validation.md §1): the listed files that are there are
-            # still checked, though a config with an error adds none of their machines
-            for full, _entry in cfg.machine_files:
-                load(full)
-            # a config with an error adds no machines; a project config that isn't valid
-            # TOML or has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)
-            if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):
-                findings.append(
-                    _bad(
-                        "CFG-7",
-                        shown_path(cfg.path, cwd),
-                        "the project config has "
-                        "errors, so no machine is loaded, the user's included",
-                    )
-                )
-                machines.clear()
-                stores.clear()
-            continue
-        if cfg.idle is not None:
-            idle = cfg.idle
-        this_config: dict[str, str] = {}
-        for full, _entry in cfg.machine_files:
-            looked.append(full)
-            shown = shown_path(full, cwd)
-            result = load(full)
-            if result.machine is None:
-                if is_project and result.top_id and result.top_id in machines:
-                    findings.append(
-                        _bad(
-                            "CFG-8",
-                            shown,
-                            f"the user's machine {result.top_id} is "
-                            f"not loaded either, because {shown} has errors",
-                            hint=f"fix {shown}; smllm never falls back to the user's copy",
-                        )
-                    )
-                    del machines[result.top_id]
-                    stores.pop(result.top_id, None)
-                continue
-            mid = result.machine.id
-            if mid in this_config:
-                findings.append(
-                    _bad(
-                        "CFG-4",
-                        shown,
-                        f"machine {mid} is also defined in {shown_path(this_config[mid], cwd)}",
-                        ("id",),
-                        *(result.id_at or (None, None)),
-                    )
-                )
-                continue
-            this_config[mid] = full
-            if mid in machines:
-                if is_project:
-                    findings.append(
-                        _bad(
-                            "CFG-6",
-                            shown,
-                            f"replaces the user's machine {mid} ({shown_path(owner[mid], cwd)})",
-                            ("id",),
-                            *(result.id_at or (None, None)),
-                        )
-                    )
-                del machines[mid]
-            machines[mid] = result.machine
-            stores[mid] = cfg.store
-            owner[mid] = full
-            owner_at[mid] = result.id_at or (None, None)
-    lowered: dict[str, str] = {}
-    for mid in list(machines):
-        low = mid.lower()
-        if low in lowered:
-            findings.append(
-                _bad(
-                    "CFG-5",
-                    shown_path(owner[mid], cwd),
-                    f"machine ids {lowered[low]} and {mid} differ only in case",
-                    ("id",),
-                    *owner_at[mid],
-                )
-            )
-            # an error withdraws the machine it is found in (validation.md §1): the later one
-            del machines[mid]
-            stores.pop(mid, None)
-            withdrawn.append(mid)
-            continue
-        lowered[low] = mid
+        combined.add(cfg, is_project=cfg is project)
+    combined.case_clashes()
     config_stores = {cfg.path: cfg.store for cfg in read}
-    looked.extend(p for p in configs if not os.path.isfile(p))  # missing, for the cache key
+    looked = (*combined.looked, *(p for p in configs if not os.path.isfile(p)))  # missing too
     return Loaded(
         tuple(configs),
-        machines,
-        stores,
+        combined.machines,
+        combined.stores,
         config_stores,
-        idle,
-        tuple(findings),
-        tuple(looked),
-        tuple(withdrawn),
+        combined.idle,
+        tuple(combined.findings),
+        looked,
+        tuple(combined.withdrawn),
     )
+
+
+class _Combined:
+    """The machines of the configs read so far (machine-format.md §1.2): a later config's
+    machine replaces an earlier one's, and the findings of each step (CFG-4 … CFG-8)."""
+
+    def __init__(self, cwd: str | None) -> None:
+        self.cwd = cwd
+        self.machines: dict[str, Machine] = {}
+        self.stores: dict[str, StoreSpec] = {}
+        self.owner: dict[str, str] = {}  # machine id → the file that defined it
+        self.owner_at: dict[str, tuple[int | None, int | None]] = {}  # … and where its id is
+        self.findings: list[Finding] = []
+        self.looked: list[str] = []  # every file read or looked for, in load order (cache key)
+        self.withdrawn: list[str] = []
+        self.idle: IdlePrompt | None = None
+
+    def load(self, full: str) -> LoadResult:
+        """A listed machine file, its findings and reads kept; the id of one with errors too."""
+        from ..loader.load import load_machine_file
+
+        result = load_machine_file(full, shown_path(full, self.cwd))
+        self.findings.extend(result.findings)
+        self.looked.extend(result.reads)
+        if result.machine is None and result.top_id:
+            self.withdrawn.append(result.top_id)
+        return result
+
+    def add(self, cfg: ConfigFile, is_project: bool) -> None:
+        self.looked.append(cfg.path)  # load order: each config, then its machine files
+        self.findings.extend(cfg.findings)
+        if not cfg.ok:
+            self._broken(cfg, is_project)
+            return
+        if cfg.idle is not None:
+            self.idle = cfg.idle
+        this_config: dict[str, str] = {}
+        for full, _entry in cfg.machine_files:
+            self.looked.append(full)
+            self._machine(cfg, full, is_project, this_config)
+
+    def _broken(self, cfg: ConfigFile, is_project: bool) -> None:
+        """A config with an error adds no machines; a project config that isn't valid TOML or
+        has unknown keys (CFG-1, CFG-2) also withdraws the user's (CFG-7)."""
+        # its machine files, found or not, are still part of the cache key: a missing one
+        # (CFG-3) created later must be seen without the config being touched
+        self.looked.extend(cfg.listed)
+        # every finding at once (validation.md §1): the listed files that are there are still
+        # checked, though a config with an error adds none of their machines
+        for full, _entry in cfg.machine_files:
+            self.load(full)
+        if is_project and any(f.rule in ("CFG-1", "CFG-2") for f in cfg.findings):
+            self.findings.append(
+                _bad(
+                    "CFG-7",
+                    shown_path(cfg.path, self.cwd),
+                    "the project config has errors, so no machine is loaded, the user's included",
+                )
+            )
+            self.machines.clear()
+            self.stores.clear()
+
+    def _machine(
+        self, cfg: ConfigFile, full: str, is_project: bool, this_config: dict[str, str]
+    ) -> None:
+        """One machine file of a valid config: added, or the finding that keeps it out."""
+        shown = shown_path(full, self.cwd)
+        result = self.load(full)
+        if result.machine is None:
+            top = result.top_id
+            if is_project and top and top in self.machines:
+                message = (
+                    f"the user's machine {top} is not loaded either, because {shown} has errors"
+                )
+                hint = f"fix {shown}; smllm never falls back to the user's copy"
+                self.findings.append(_bad("CFG-8", shown, message, hint=hint))
+                del self.machines[top]
+                self.stores.pop(top, None)
+            return
+        mid = result.machine.id
+        id_at = result.id_at or (None, None)
+        if mid in this_config:
+            other = shown_path(this_config[mid], self.cwd)
+            message = f"machine {mid} is also defined in {other}"
+            self.findings.append(_bad("CFG-4", shown, message, ("id",), *id_at))
+            return
+        this_config[mid] = full
+        if mid in self.machines:
+            if is_project:
+                owner = shown_path(self.owner[mid], self.cwd)
+                message = f"replaces the user's machine {mid} ({owner})"
+                self.findings.append(_bad("CFG-6", shown, message, ("id",), *id_at))
+            del self.machines[mid]
+        self.machines[mid] = result.machine
+        self.stores[mid] = cfg.store
+        self.owner[mid] = full
+        self.owner_at[mid] = id_at
+
+    def case_clashes(self) -> None:
+        """CFG-5: ids that differ only in case; an error withdraws the machine it is found in
+        (validation.md §1): the later one."""
+        lowered: dict[str, str] = {}
+        for mid in list(self.machines):
+            low = mid.lower()
+            if low not in lowered:
+                lowered[low] = mid
+                continue
+            message = f"machine ids {lowered[low]} and {mid} differ only in case"
+            shown = shown_path(self.owner[mid], self.cwd)
+            self.findings.append(_bad("CFG-5", shown, message, ("id",), *self.owner_at[mid]))
+            del self.machines[mid]
+            self.stores.pop(mid, None)
+            self.withdrawn.append(mid)
