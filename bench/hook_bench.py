@@ -15,7 +15,7 @@ written, no PYTHONDONTWRITEBYTECODE), the hook through the installed console scr
 (`VENV/bin/smllm harness hook claude HOOK`), the baseline as `VENV/bin/python -c pass`; each
 reads the same stdin payload. A report, not a gate: it exits 0 whatever it measured.
 
-Fuzz: N hypothesis-generated stdin payloads (tests/test_hook_fuzz.py's `payloads`: garbage
+Fuzz: N hypothesis-generated stdin payloads (tests/helpers/hook_inputs.py's `payloads`: garbage
 bytes, empty, huge, wrong types, deep nesting, valid-looking payloads with hostile strings),
 each through the three hooks of a drawn harness in process (`run_hook` with stdin and stdout
 handed in), plus --fuzz-procs of them through real processes of the installed script; counted:
@@ -219,9 +219,9 @@ def speed(python: str, script: str, root: str, runs: int) -> None:
 
 
 def fuzz(n: int, procs: int, script: str, root: str) -> None:
+    from helpers.hook_inputs import check, payloads, prepare
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
-    from test_hook_fuzz import check, payloads, prepare
 
     from smllm.cli.demo import copy_example
     from smllm.harness.hook import HARNESSES, HOOKS, run_hook

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scenario import Scenario
+from helpers.scenario import Scenario
 
 
 def test_idle_list_with_interrupted_and_eleven_paused(tmp_path: Path, env: dict[str, str]) -> None:

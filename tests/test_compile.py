@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import MACHINES, ROOT, smllm
-from machine_meaning import meaning
+from helpers.machine_meaning import meaning
 
 from smllm.machine.loader.load import load_machine_file
 from smllm.machine.model import Machine

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import smllm
-from test_completions import completions_of, fish_form, logged_smllm, script
+from helpers.shell_completions import completions_of, fish_form, logged_smllm, script
 
 PLAN_EVENTS = ["planned", "yield", "pause", "unmatched"]
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from conftest import smllm
-from scenario import Scenario
+from helpers.scenario import Scenario
 
 TINY = """\
 id: {id}

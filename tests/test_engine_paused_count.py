@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from test_mutants_engine_more import inst, lines, machines_world
-from test_mutants_engine_more_idle import QUICK
+from helpers.engine_machines import QUICK
+from helpers.engine_worlds import inst, lines, machines_world
 
 
 def test_completing_an_old_paused_instance_counts_it_no_longer(tmp_path: Path) -> None:

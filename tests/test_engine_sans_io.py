@@ -1,7 +1,7 @@
 """The sans-IO engine on its own: `fire`, `view`, `stop` and `prompt_submitted` through an
-in-memory `Reader` (memory_world.py) and the scripted host, no SQLite. Each test asserts what
-the engine returns before the world applies it: `ok`, the reply as text, the instance writes
-and their history records, the session write, the audit.
+in-memory `Reader` (helpers/memory_world.py) and the scripted host, no SQLite. Each test
+asserts what the engine returns before the world applies it: `ok`, the reply as text, the
+instance writes and their history records, the session write, the audit.
 
 The end-to-end tests (test_builtins.py, test_enter.py, …) run the same engine through `App` and
 the SQLite stores; test_engine_sans_io_world.py checks the world itself, that it runs without
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from memory_world import DEV_MACHINE, World, write_project
-from scripted_host import ScriptedHost
+from helpers.memory_world import DEV_MACHINE, World, write_project
+from helpers.scripted_host import ScriptedHost
 
 from smllm.engine.call import Outcome
 from smllm.engine.fire import fire

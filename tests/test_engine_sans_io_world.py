@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import bounded
-from hypothesis import HealthCheck, given
+from helpers.memory_world import DEV_MACHINE, MemoryReader, World, paused_order, write_project
+from helpers.property_settings import WORLD_SETTINGS
+from helpers.scripted_host import ScriptedHost
 from hypothesis import event as tally
+from hypothesis import given
 from hypothesis import strategies as st
-from memory_world import DEV_MACHINE, MemoryReader, World, paused_order, write_project
-from scripted_host import ScriptedHost
 
 from smllm.engine.fire import fire
 from smllm.engine.idle import sort_paused
@@ -166,8 +166,8 @@ SCENARIO = """
 import sys
 sys.modules["sqlite3"] = sys.modules["_sqlite3"] = None  # any import of them fails
 sys.path.insert(0, sys.argv[1])
-from memory_world import World
-from scripted_host import ScriptedHost
+from helpers.memory_world import World
+from helpers.scripted_host import ScriptedHost
 from smllm.machine.configs.config import load_configs
 from smllm.text.block import render
 
@@ -237,7 +237,6 @@ STEP = st.tuples(
     st.sampled_from((None, True, False)),
 )
 SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None  # SQLite syncs every commit
-EXAMPLES = int(os.environ.get("SMLLM_PROPERTY_EXAMPLES", "40"))
 
 
 def _sqlite_dump(app: Any, configs: tuple[str, ...]) -> dict[str, Any]:
@@ -259,10 +258,7 @@ def _sqlite_dump(app: Any, configs: tuple[str, ...]) -> dict[str, Any]:
     }
 
 
-@bounded(  # no explaining (it takes minutes) and no shrinking: SMLLM_SHRINK=1 asks for it
-    max_examples=EXAMPLES,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@WORLD_SETTINGS
 @given(
     seed=st.integers(0, 2**16),
     tick=st.sampled_from((0, 1)),

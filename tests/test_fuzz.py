@@ -26,7 +26,7 @@ c. random YAML data, shaped like a machine more or less, dumped with `yaml.safe_
 The corpus `tests/fuzz_corpus/NNN-name.smllm.yaml` keeps the inputs worth keeping forever:
 every input that once broke the property (a regression fixture), and some that stress the YAML
 layer. test_fuzz_corpus.py checks each in-process and by the real `smllm validate --json`
-process; fuzz_property.py holds the property's checks and the list of known, open bugs.
+process; helpers/fuzz_property.py holds the property's checks and the list of known, open bugs.
 
 Environment:
   SMLLM_FUZZ_EXAMPLES   examples in all (default 300), split over the three strategies;
@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_property import HERE, SEEDS, check_source, fuzz_check, fuzz_settings, time_limit
-from fuzz_strategies import mutated_machines, mutated_texts, random_machines
+from helpers.fuzz_property import HERE, SEEDS, check_source, fuzz_check, fuzz_settings, time_limit
+from helpers.fuzz_strategies import mutated_machines, mutated_texts, random_machines
 from hypothesis import given, note
 
 # -- the fuzz tests ----------------------------------------------------------------------------

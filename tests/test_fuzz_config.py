@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import tomlkit
-from fuzz_property import check_wording, fuzz_settings, line_count, time_limit
+from helpers.fuzz_property import check_wording, fuzz_settings, line_count, time_limit
 from hypothesis import given
 from hypothesis import strategies as st
 

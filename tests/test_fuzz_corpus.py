@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import Ran
-from fuzz_property import (
+from helpers.fuzz_property import (
     CORPUS,
     CORPUS_LIMIT_S,
     KNOWN_BUGS,

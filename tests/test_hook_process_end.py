@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from conftest import smllm
-from test_hooks import hook, payload, start
+from helpers.hook_runs import hook, payload, start
 
 from smllm.harness.hook import run_hook
 from smllm.store import sqlite as sqlite_store

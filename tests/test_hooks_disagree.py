@@ -11,8 +11,18 @@ import sqlite3
 from pathlib import Path
 
 from conftest import Ran, smllm
+from helpers.hook_runs import (
+    audit,
+    block_text,
+    context,
+    enter,
+    held,
+    hook,
+    payload,
+    sessions,
+    start,
+)
 from helpers.storerows import StoreRows
-from test_hooks import audit, block_text, context, enter, held, hook, payload, sessions, start
 
 
 def stop(project: Path, env: dict[str, str], host: str = "h1", active: bool = False) -> Ran:

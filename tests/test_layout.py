@@ -165,3 +165,32 @@ def test_files_stay_small() -> None:
     for path in (*SRC.rglob("*.py"), *tests.glob("*.py")):
         lines = path.read_text().count("\n")
         assert lines <= 600, f"{path} has {lines} lines"
+
+
+def test_no_test_module_imports_another() -> None:
+    """Tests read as specs: what several test files (or the benchmarks) share lives in
+    tests/helpers/, never in a test module another imports; and tests/ itself holds only
+    conftest.py and test_*.py."""
+    tests = Path(__file__).resolve().parent
+    found: dict[str, set[str]] = {}
+    for path in sorted((*tests.rglob("*.py"), *(tests.parent / "bench").rglob("*.py"))):
+        if "node_modules" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                if name.split(".")[-1].startswith("test_") or name.startswith("test_"):
+                    where = str(path.relative_to(tests.parent))
+                    found.setdefault(where, set()).add(name)
+    assert found == {}
+    stray = [
+        p.name
+        for p in tests.glob("*.py")
+        if p.name != "conftest.py" and not p.name.startswith("test_")
+    ]
+    assert stray == []

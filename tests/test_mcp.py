@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 from conftest import bounded, smllm, write_machine
-from helpers.mcp_client import Fuzzer, McpProcess, fuzz_lines
+from helpers.golden import GOLDEN, SEED_KEY, parse
+from helpers.mcp_client import ENTER, Fuzzer, McpProcess, fuzz_lines
 from hypothesis import HealthCheck, given
-from test_transcript import GOLDEN, SEED_KEY, parse
 
 import smllm as package
 
@@ -55,7 +55,6 @@ CLAUDE_PROBE = {
         }
     },
 }
-ENTER = {"event": "enter", "params": {"stateMachine": "dev", "issueId": "GH-3"}}
 
 #: a machine whose event takes a JSON param, and whose guard writes to stdout, straight into
 #: the server's fd 1 (as a command that reopens /proc/PID/fd/1 or inherits it would), and

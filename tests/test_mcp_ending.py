@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import smllm
-from helpers.mcp_client import McpProcess
-from test_mcp import ENTER
+from helpers.mcp_client import ENTER, McpProcess
 
 
 def test_end_of_input_answers_what_was_asked(project: Path, env: dict[str, str]) -> None:
@@ -54,3 +53,19 @@ def test_end_of_input_after_a_call(
 def test_end_of_input_at_once(project: Path, env: dict[str, str]) -> None:
     ran = smllm(["mcp"], project, env, stdin="")
     assert ran == (0, "", "")
+
+
+def test_end_of_input_with_calls_still_waiting(project: Path, env: dict[str, str]) -> None:
+    """Input that ends while calls wait their turn: every one is answered before the exit
+    (the server counts what it owes, not only whether it owes)."""
+    with McpProcess(project, env) as proc:
+        proc.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+        for n in range(2, 8):
+            params = {"stateMachine": "dev", "issueId": f"GH-{n}"}
+            call = {"name": "smllm", "arguments": {"event": "enter", "params": params}}
+            proc.send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call})
+        assert proc.close() == 0
+        answers = proc.rest()
+        assert sorted(m["id"] for m in answers) == [1, 2, 3, 4, 5, 6, 7]
+        assert all(not m["result"]["isError"] for m in answers if m["id"] != 1)
+        assert proc.stderr() == ""

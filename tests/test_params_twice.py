@@ -295,12 +295,12 @@ def test_the_mcp_tool(twice: Path, env: dict[str, str]) -> None:
         assert server.close() == 0
 
 
-# -- in process (tests/scenario.py): listPaused, offered only past 10 paused instances, and the
-# pause that is all an instance of an unconfigured machine is offered (engine.md §7.2) ----------
+# -- in process (tests/helpers/scenario.py): listPaused, offered only past 10 paused instances,
+# and the pause that is all an instance of an unconfigured machine is offered (engine.md §7.2) --
 
 
 def test_list_paused(tmp_path: Path, env: dict[str, str]) -> None:
-    from scenario import Scenario
+    from helpers.scenario import Scenario
 
     sc = Scenario(tmp_path, "dev")
     key = sc.session()
@@ -320,7 +320,7 @@ def test_list_paused(tmp_path: Path, env: dict[str, str]) -> None:
 def test_where_the_machine_is_not_configured(tmp_path: Path, env: dict[str, str]) -> None:
     """Only a bare pause is taken (§7.2); a pause with params, twice or once, gets the §7.2
     message like every other event."""
-    from scenario import Scenario
+    from helpers.scenario import Scenario
 
     sc = Scenario(tmp_path, "dev", "final")
     key = sc.session()

@@ -44,23 +44,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import bounded
-from hypothesis import HealthCheck, given
-from hypothesis import strategies as st
-from property_player import Played, play
-from property_world import (
+from helpers.property_player import Played, play
+from helpers.property_settings import PG_PROPERTY_SETTINGS, PROPERTY_SETTINGS
+from helpers.property_world import (
     CASES,
-    EXAMPLES,
-    PG_EXAMPLES,
     PG_KEY,
-    PHASES,
     SCRATCH,
     PgTarget,
     build_project,
     environment,
     scenarios,
 )
-from scripted_host import ScriptedHost
+from helpers.scripted_host import ScriptedHost
+from hypothesis import given
+from hypothesis import strategies as st
 
 from smllm.api.app import App
 from smllm.engine.stop import Decision
@@ -68,12 +65,7 @@ from smllm.machine.model import Command
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@bounded(
-    max_examples=EXAMPLES,
-    derandomize=True,
-    phases=PHASES,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@PROPERTY_SETTINGS
 @given(data=st.data())
 def test_engine_properties(case: str, data: st.DataObject) -> None:
     scenario = data.draw(scenarios(case), label="scenario")
@@ -107,12 +99,7 @@ def as_sqlite(snapshot: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@bounded(
-    max_examples=PG_EXAMPLES,
-    derandomize=True,
-    phases=PHASES,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@PG_PROPERTY_SETTINGS
 @given(data=st.data())
 def test_engine_properties_on_postgres(case: str, data: st.DataObject, pg_server: Any) -> None:
     """The same properties with the instance store in a namespace of the test server; the

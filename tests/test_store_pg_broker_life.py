@@ -15,21 +15,22 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from conftest import use_postgres
+from helpers.hook_runs import block_text, held
 from helpers.pgserver import PASSWORD, free_port
-from test_hooks import block_text, held
-from test_store_pg_broker import (
+from helpers.store_brokers import (
     broker,
+    broker_runtime,
     clear,
     gone,
     is_broker,
     logged_pids,
-    pg,  # noqa: F401 - a fixture
-    runtime,  # noqa: F401 - a fixture
     stop,
     traced_stop,
     warm,
@@ -41,10 +42,31 @@ from smllm.store.brokered import TAG, _answer, _Fallback, spawn
 SECRETS = sorted({PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD)})
 
 
-def test_a_dead_broker_is_replaced(
-    pg: Path,  # noqa: F811
+@pytest.fixture
+def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The brokers' folder (helpers/store_brokers.py: `broker_runtime`)."""
+    with broker_runtime(env, monkeypatch) as folder:
+        yield folder
+
+
+@pytest.fixture
+def pg(
+    project: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    pg_url: str,
+    pg_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    runtime: Path,
+) -> Path:
+    """The example project on the test server (url-env), its brokers in `runtime`."""
+    use_postgres(project, pg_url, pg_namespace, env, monkeypatch)
+    return project
+
+
+def test_a_dead_broker_is_replaced(
+    pg: Path,
+    env: dict[str, str],
+    runtime: Path,
     tmp_path: Path,
 ) -> None:
     """Killed hard, a broker leaves its socket behind: the next stop reads directly (the
@@ -66,9 +88,9 @@ def test_a_dead_broker_is_replaced(
 
 
 def test_another_versions_broker_gives_way(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
     tmp_path: Path,
 ) -> None:
     """A broker answering with another tag (another smllm's) is not believed: the stop reads
@@ -115,9 +137,9 @@ def test_another_versions_broker_gives_way(
 
 
 def test_brokers_started_together_leave_one(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
     pg_url: str,
     pg_namespace: str,
 ) -> None:
@@ -156,9 +178,9 @@ def running(path: str) -> list[int]:
 
 
 def test_an_idle_broker_leaves(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
 ) -> None:
     env["SMLLM_STORE_BROKER_IDLE"] = "1"
     held("claude", pg, env)
@@ -177,9 +199,9 @@ def stopped(pg_server: Any) -> Any:
 
 
 def test_the_server_stopped_and_started_again(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
     stopped: Any,
     tmp_path: Path,
 ) -> None:
@@ -204,9 +226,9 @@ def test_the_server_stopped_and_started_again(
 
 
 def test_an_unreachable_server_fails_open(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
     pg_server: Any,
 ) -> None:
     """The URL turned to a port where no server listens: the stop fails open, as ever; the
@@ -229,9 +251,9 @@ def test_an_unreachable_server_fails_open(
 
 
 def test_the_broker_keeps_its_secrets(
-    pg: Path,  # noqa: F811
+    pg: Path,
     env: dict[str, str],
-    runtime: Path,  # noqa: F811
+    runtime: Path,
     pg_url: str,
     tmp_path: Path,
 ) -> None:

@@ -8,8 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from helpers.storerows import StoreRows, fresh_database
-from test_store_postgres import host, lock_row
+from helpers.storerows import StoreRows, fresh_database, host, lock_row
 
 from smllm.errors import StoreBusy, StoreTooNew
 

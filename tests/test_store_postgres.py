@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import psycopg
 import pytest
 from conftest import ROOT, Ran, enter_args, smllm, use_postgres
 from helpers.pgserver import PASSWORD, free_port
 from helpers.slowdb import read_phase
-from helpers.storerows import StoreRows, fresh_database
+from helpers.storerows import StoreRows, fresh_database, host, lock_row
 
 from smllm.cli.demo import copy_example
 
@@ -131,10 +130,6 @@ def bound(seen: Seen, project: Path, env: dict[str, str]) -> str:
 
 def with_url(env: dict[str, str], url: str) -> dict[str, str]:
     return {**env, "SMLLM_TEST_PG": url}
-
-
-def host(pg_server: Any) -> str:
-    return f"127.0.0.1:{pg_server.port}"
 
 
 # -- a first smoke test, on both backends --------------------------------------------------------
@@ -379,16 +374,6 @@ def test_url_env_unset(pg_project: Path, env: dict[str, str], seen: Seen) -> Non
 
 
 # -- timeouts, locks and dropped connections ---------------------------------------------------
-
-
-def lock_row(url: str, namespace: str) -> psycopg.Connection[Any]:
-    """A connection holding the namespace's instance rows with SELECT … FOR UPDATE."""
-    conn = psycopg.connect(url)
-    rows = conn.execute(
-        "SELECT id FROM smllm.instances WHERE namespace = %s FOR UPDATE", (namespace,)
-    ).fetchall()
-    assert len(rows) == 1
-    return conn
 
 
 def test_a_statement_timeout(

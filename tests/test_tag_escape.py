@@ -241,26 +241,18 @@ def test_the_fuzz_tests_report_in_seconds() -> None:
     no explaining, unless SMLLM_SHRINK=1 asks for shrinking."""
     import os
 
-    import test_engine_sans_io_world
-    import test_fuzz
-    import test_fuzz_config
-    import test_properties
+    from helpers.fuzz_property import fuzz_settings
+    from helpers.property_settings import PROPERTY_SETTINGS, WORLD_SETTINGS
     from hypothesis import Phase
 
     shrink = bool(os.environ.get("SMLLM_SHRINK"))
-    for test in (
-        test_fuzz.test_fuzz_data_mutations,
-        test_fuzz.test_fuzz_text_mutations,
-        test_fuzz.test_fuzz_random_yaml,
-        test_fuzz_config.test_fuzz_config_data,
-        test_fuzz_config.test_fuzz_config_text,
-        test_properties.test_engine_properties,
-        test_engine_sans_io_world.test_same_replies_as_the_sqlite_app,
-    ):
-        phases = test._hypothesis_internal_use_settings.phases  # type: ignore[attr-defined]
-        assert Phase.explain not in phases, test.__name__
-        also = test is test_properties.test_engine_properties and bool(
-            os.environ.get("SMLLM_PROPERTY_SHRINK")
-        )
-        assert (Phase.shrink in phases) == (shrink or also), test.__name__
-        assert Phase.generate in phases, test.__name__
+    for name, chosen in {  # each fuzz test takes fuzz_settings(its share of the examples)
+        "test_fuzz.py, test_fuzz_config.py": fuzz_settings(1.0),
+        "test_properties.test_engine_properties": PROPERTY_SETTINGS,
+        "test_engine_sans_io_world.test_same_replies_as_the_sqlite_app": WORLD_SETTINGS,
+    }.items():
+        phases = chosen.phases
+        assert Phase.explain not in phases, name
+        also = chosen is PROPERTY_SETTINGS and bool(os.environ.get("SMLLM_PROPERTY_SHRINK"))
+        assert (Phase.shrink in phases) == (shrink or also), name
+        assert Phase.generate in phases, name

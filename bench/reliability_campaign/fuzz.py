@@ -301,10 +301,10 @@ def fuzz_fires(p: Project, cases: int, samples: int, v: Verdict) -> None:
 
 def fuzz_machines(world: World, cases: int, samples: int, v: Verdict) -> None:
     """`cases` fuzzed machine files through the loader `smllm validate` uses (tests/
-    fuzz_property.check_source: findings with lines, a machine only without errors, the
+    helpers/fuzz_property.check_source: findings with lines, a machine only without errors, the
     engine's use of a machine that loads), `samples` of them through `smllm validate`."""
-    import fuzz_property
-    from fuzz_strategies import mutated_machines, mutated_texts, random_machines
+    import helpers.fuzz_property as fuzz_property
+    from helpers.fuzz_strategies import mutated_machines, mutated_texts, random_machines
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
 

@@ -157,6 +157,11 @@ class McpProcess:
                     stream.close()
 
 
+#: the arguments of a tool call that enters the dev machine for issue GH-3 (test_mcp.py,
+#: test_mcp_ending.py)
+ENTER = {"event": "enter", "params": {"stateMachine": "dev", "issueId": "GH-3"}}
+
+
 # -- fuzzing ------------------------------------------------------------------------------------
 
 METHODS = (

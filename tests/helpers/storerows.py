@@ -9,6 +9,9 @@ namespace in PostgreSQL. Tests assert the same things on both.
 
 SQLite is read with the `sqlite3` module; PostgreSQL with psycopg, as the test server's role,
 every query filtered by the namespace. Nothing here goes through smllm.
+
+`fresh_database`, `host` and `lock_row` serve the PostgreSQL tests: a new empty database, the
+server as smllm's messages name it, a connection holding a namespace's instance rows locked.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import subprocess
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = ["StoreRows"]
 
@@ -290,3 +296,20 @@ def fresh_database(server: Any) -> str:
     server.psql(f"CREATE DATABASE {name} OWNER smllm")
     url: str = server.url(database=name)
     return url
+
+
+def host(pg_server: Any) -> str:
+    """The test server's host:port, as smllm names it in its messages."""
+    return f"127.0.0.1:{pg_server.port}"
+
+
+def lock_row(url: str, namespace: str) -> psycopg.Connection[Any]:
+    """A connection holding the namespace's instance rows with SELECT … FOR UPDATE."""
+    import psycopg
+
+    conn = psycopg.connect(url)
+    rows = conn.execute(
+        "SELECT id FROM smllm.instances WHERE namespace = %s FOR UPDATE", (namespace,)
+    ).fetchall()
+    assert len(rows) == 1
+    return conn

@@ -17,7 +17,7 @@ from typing import Any
 from smllm.api.app import App, CallError, Result
 from smllm.api.system import SystemHost
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # tests/
 SNAPSHOTS = ROOT / "snapshots"
 MACHINES = ROOT / "machines"
 EXAMPLE = ROOT.parent / "src" / "smllm" / "examples" / "dev" / "dev.smllm.yaml"

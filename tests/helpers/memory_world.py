@@ -59,7 +59,7 @@ from smllm.text.block import render
 __all__ = ["DEV_MACHINE", "Fired", "MemoryReader", "World", "paused_order", "write_project"]
 
 #: the seed's example machine (an issue from PLAN to WORK to DONE; a `test -f PLAN.md` guard)
-DEV_MACHINE = Path(__file__).resolve().parents[1] / "src/smllm/examples/dev/dev.smllm.yaml"
+DEV_MACHINE = Path(__file__).resolve().parents[2] / "src/smllm/examples/dev/dev.smllm.yaml"
 
 
 def write_project(root: Path, *machine_files: Path) -> tuple[str, str]:

@@ -1,34 +1,36 @@
-"""More of the engine asserted exactly, for mutants that scripts/mutation found surviving in
-src/smllm/engine/ (issue 12 §4): the config's idle prompt (`[idle] on-enter`) wherever a reply
-returns to idle: a view, a pause, a completion, and an instance that moved away
-(engine/idle.py, moves.py, view.py, fire.moved)."""
+"""Idle, exactly (engine/idle.py): the config's idle prompt wherever a reply returns to idle,
+the idle list's records, its slot and resume item, a completion's params and notes, the
+paused list cut at ten, listPaused, and the bounded fetch of paused instances
+(`paused_after`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from memory_world import DEV_MACHINE, World, write_project
-from scripted_host import ScriptedHost
-from test_mutants_engine_more import HERE, Scripted, lines
+from helpers.engine_machines import QUICK
+from helpers.engine_worlds import (
+    Scripted,
+    dev_world,
+    enter,
+    fire,
+    idle_world,
+    inst,
+    lines,
+    middle,
+    try_fire,
+)
 
-from smllm.machine.configs.config import load_configs
+from smllm.engine.idle import paused_after
+from smllm.engine.reply import EventItem, MachineLine
 from smllm.machine.model import IdlePrompt
 from smllm.text.block import render
 
-FALLBACK = HERE / "machines" / "fallback.smllm.yaml"
 
-
-def idle_world(tmp_path: Path, idle: IdlePrompt) -> Scripted:
-    cwd, config = write_project(tmp_path, DEV_MACHINE, FALLBACK)
-    loaded = load_configs((config,))._replace(idle=idle)
-    return World(loaded, ScriptedHost(seed=1), cwd=cwd)
-
-
-def middle(text: str) -> list[str]:
-    """A reply's lines after its header, up to the list of state machines."""
-    got = text.split("\n")
-    return got[2 : got.index("State machines:")]
+@pytest.fixture
+def world(tmp_path: Path) -> Scripted:
+    return dev_world(tmp_path)
 
 
 def four_replies(world: Scripted) -> list[list[str]]:
@@ -47,6 +49,9 @@ def four_replies(world: Scripted) -> list[list[str]]:
     assert out[3][-1] == moved or out[3][0] == moved
     out[3] = [line for line in out[3] if line != moved]
     return out
+
+
+# --- the idle prompt ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("from_file", [False, True])
@@ -115,108 +120,50 @@ def test_an_empty_idle_prompt_file_shows_nothing(tmp_path: Path) -> None:
     assert lines(world.view(key))[1] == f"session {key} · idle"
 
 
-def test_a_view_and_a_stop_after_the_instance_moved(tmp_path: Path) -> None:
-    (tmp_path / "idle.md").write_text("Pick a machine.\n")
-    world = idle_world(tmp_path, IdlePrompt(None, str(tmp_path / "idle.md"), "idle.md"))
+# --- the idle list: its records, the slot, the resume item, a completion --------------------------
+
+
+def test_the_idle_records_are_exact(world: Scripted) -> None:
     key = world.new_session().key
-    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
-    other = world.new_session().key
-    world.fire(other, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
-    left = f"issue GH-1 moved to session {other}; you are in idle"
-    expected = [left, "<instructions>", "Pick a machine.", "</instructions>"]
-    assert middle(render(world.view(key))) == expected
-    out = world.stop(key, None)
-    assert out.text is not None and middle(out.text) == expected
+    reply = world.view(key)
+    assert reply.idle is not None and reply.idle.machines is not None
+    fallback = reply.idle.machines[1]
+    assert fallback == MachineLine(
+        "fallback",
+        "A machine with a fallback state for requests that fit no event.",
+        "task",
+        "taskId",
+        None,
+        None,
+        "WORK",
+        ("WORK",),
+        False,
+    )
+    assert fallback.host_only is False
+    assert reply.events is not None
+    enter = reply.events.items[0]
+    assert isinstance(enter, EventItem) and enter.name == "enter"
+    ref, state = enter.params[1:]
+    assert (ref.name, ref.required, state.name, state.required) == (
+        "issueId | taskId",
+        False,
+        "state",
+        False,
+    )
+    assert ref.required is False and state.required is False
 
 
-# --- view of a held state: its entry prompts again --------------------------------------------
-
-
-def test_a_view_gathers_the_entry_prompts_again(tmp_path: Path) -> None:
-    from test_mutants_engine_more_steps import fix_world
-
-    world, key, folder = fix_world(tmp_path)
-    world.fire(key, "enter", ("stateMachine", "fix"), ("bugId", "BUG-1"))
-    assert lines(world.view(key))[1:6] == [
-        f"session {key} · fix › TRIAGE · bug BUG-1",
-        "<instructions>",
-        "Triage the bug: find the files it touches.",
-        "Then fire triaged with the bug id and the files.",
-        "</instructions>",
-    ]
-    (folder / "prompts" / "triage.md").unlink()
-    assert lines(world.view(key))[1:3] == [
-        f"session {key} · fix › TRIAGE · bug BUG-1",
-        "Prompt failed: prompts/triage.md: not found",
-    ]
-    assert world.host.calls == []  # a view runs no command
-
-
-# --- moves: the slot and the resume state on arrival and on letting go ------------------------
-
-
-def test_pause_keeps_the_slot_and_audits_the_event(tmp_path: Path) -> None:
-    world = idle_world(tmp_path, IdlePrompt("Idle.", None, ""))
+def test_the_idle_list_shows_the_slot_and_offers_resume(world: Scripted) -> None:
     key = world.new_session().key
     world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-1"))
     world.fire(key, "unmatched")
-    slot = world.session(key).interrupted
-    assert slot is not None
-    world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", "T-1"))
-    out = world.fire(key, "pause").committed
-    assert out.session is not None and out.session.session.interrupted == slot
-    detail = {
-        "event": "pause",
-        "source": "agent",
-        "machine": "fallback",
-        "label": "T-1",
-        "from": "WORK",
-        "to": "WORK",
-    }
-    assert [(a.kind, a.detail) for a in out.audit] == [("event", detail)]
-    # entering the slot's instance empties the slot
-    out = world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-1")).committed
-    assert out.ok and out.session is not None
-    assert out.session.session.interrupted is None
-    assert out.session.session.holding == slot
-
-
-def test_leaving_the_fallback_state_by_an_event_forgets_the_resume_state(tmp_path: Path) -> None:
-    world = idle_world(tmp_path, IdlePrompt("Idle.", None, ""))
-    key = world.new_session().key
-    world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", "T-1"))
-    world.fire(key, "unmatched")
-    out = world.fire(key, "handled").committed
-    (write,) = out.instances
-    assert (write.instance.state, write.instance.resume_state) == ("WORK", None)
-
-
-QUICK = """\
-id: quick
-description: Finished by an event with params, or at once from B.
-initial: A
-meta:
-  smllm: 1
-  instance: { kind: job, ref: { param: jobId } }
-  events:
-    finish:
-      description: Finish.
-      params: { type: object, properties: { summary: { type: string } } }
-states:
-  A:
-    meta: { entryPoint: true }
-    on:
-      finish: DONE
-  B:
-    meta: { entryPoint: true }
-    always: DONE
-  DONE:
-    type: final
-"""
+    text = lines(world.view(key))
+    assert text[text.index("State machines:") + 7] == "Interrupted: issue GH-1 (dev) at PLAN"
+    assert text[-3] == "- resume: Go back to issue GH-1 at PLAN, which unmatched put aside."
 
 
 def test_a_completion_shows_the_params_and_the_notes(tmp_path: Path) -> None:
-    from test_mutants_engine_more import machines_world
+    from helpers.engine_worlds import machines_world
 
     world = machines_world(tmp_path, QUICK)
     key = world.new_session().key
@@ -253,7 +200,7 @@ def test_a_completion_shows_the_params_and_the_notes(tmp_path: Path) -> None:
     assert text[5] == "Completed job J-4. You are now in idle."
 
 
-# --- idle: the paused list's cut and listPaused -----------------------------------------------
+# --- the paused list's cut and listPaused ---------------------------------------------------------
 
 
 def paused_lines(text: list[str]) -> list[str]:
@@ -263,7 +210,7 @@ def paused_lines(text: list[str]) -> list[str]:
 
 
 def test_the_paused_list_is_cut_at_ten(tmp_path: Path) -> None:
-    from test_mutants_engine_more import inst, machines_world
+    from helpers.engine_worlds import inst, machines_world
 
     world = machines_world(tmp_path, QUICK)
     for n in range(1, 12):
@@ -292,3 +239,99 @@ def test_the_paused_list_is_cut_at_ten(tmp_path: Path) -> None:
         f"- job J-{n} (quick) at A" for n in range(10, 0, -1)
     ]
     assert every[14] == f'Fire one event: smllm({{ session: "{key}", event, params }})'
+
+
+def test_list_paused_lists_every_paused_instance(world: Scripted) -> None:
+    from smllm.text.block import render
+
+    key = world.new_session().key
+    refs = [f"GH-{n}" for n in range(1, 13)]
+    for ref in refs:
+        enter(world, key, ref)
+        fire(world, key, "pause")
+    idle = render(world.view(key)).split("\n")
+    assert "…and 2 more paused: fire listPaused to list them all." in idle
+    assert "- listPaused: List all 12 paused instances." in idle
+    out = try_fire(world, key, "listPaused")
+    assert out.ok and (out.instances, out.session, out.audit) == ((), None, ())
+    lines = render(out.reply).split("\n")
+    listed = [f"- issue {ref} (dev) at PLAN" for ref in reversed(refs)]
+    assert lines[1:15] == [f"session {key} · idle", "Paused:", *listed]
+    assert lines[15] == f'Fire one event: smllm({{ session: "{key}", event, params }})'
+
+
+def test_list_paused_shows_no_slot(world: Scripted) -> None:
+    key = world.new_session().key
+    for n in range(1, 12):
+        i = inst(id=f"i-{n:02d}", ref=f"GH-{n}", status="paused")
+        world.reader.instances[i.id] = i._replace(holder=None, updated=f"2025-01-01T00:00:{n:02d}Z")
+    world.fire(key, "enter", ("stateMachine", "dev"), ("issueId", "GH-20"))
+    world.fire(key, "unmatched")
+    every = render(world.fire(key, "listPaused").committed.reply)
+    assert "Interrupted:" not in every and "more paused" not in every
+    assert every.count("- issue GH-") == 11
+
+
+# --- paused_after: the bounded fetch of paused instances ------------------------------------------
+
+
+class CountingReader:
+    """The world's reader, noting the limit of each `paused` read."""
+
+    def __init__(self, reader: Any) -> None:
+        self.reader = reader
+        self.limits: list[int | None] = []
+
+    def paused(self, machines: Any, limit: int | None) -> Any:
+        self.limits.append(limit)
+        return self.reader.paused(machines, limit)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.reader, name)
+
+
+def test_paused_after_fetches_the_limit_and_the_written_and_one(world: Scripted) -> None:
+    key = world.new_session().key
+    for n in range(4):
+        world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", f"T-{n}"))
+        world.fire(key, "pause")
+    written = [i for i in world.reader.instances.values() if i.ref in ("T-0", "T-1")]
+    reader = CountingReader(world.reader)
+    listed, total = paused_after(world.loaded, reader, written, 2)
+    assert reader.limits == [2 + 2 + 1]
+    assert (len(listed), total) == (2, 4)
+    paused_after(world.loaded, reader, written, None)
+    assert reader.limits[1:] == [None]
+
+
+def _paused_world(world: Scripted, count: int) -> tuple[str, list[Any]]:
+    """A session that paused `count` fallback tasks, and the store's paused instances in the
+    order the reader lists them."""
+    key = world.new_session().key
+    for n in range(count):
+        world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", f"T-{n}"))
+        world.fire(key, "pause")
+    stored, total = world.reader.paused(list(world.loaded.machines), None)
+    assert total == count == len(stored)
+    return key, stored
+
+
+def test_paused_after_a_cut_fetch_counts_a_listed_instance_once(world: Scripted) -> None:
+    """The fetch is cut (6 paused, 3 fetched) and the commit resumes the first listed: it
+    leaves the count once, not once more for lying in the fetch."""
+    _key, stored = _paused_world(world, 6)
+    resumed = stored[0]._replace(status="active")
+    listed, total = paused_after(world.loaded, world.reader, [resumed], 1)
+    assert (listed, total) == ([stored[1]], 5)
+
+
+def test_paused_after_a_cut_fetch_keeps_what_was_not_paused(world: Scripted) -> None:
+    """The fetch is cut, and the commit writes instances that weren't paused in the store: an
+    active one moving on, and a new one. Neither leaves the paused count."""
+    key, stored = _paused_world(world, 6)
+    world.fire(key, "enter", ("stateMachine", "fallback"), ("taskId", "T-active"))
+    (active,) = [i for i in world.reader.instances.values() if i.status == "active"]
+    new = active._replace(id="i-new", ref="T-new")
+    assert world.reader.instance(new.machine, new.id) is None
+    listed, total = paused_after(world.loaded, world.reader, [active, new], 1)
+    assert (listed, total) == ([stored[0]], 6)

@@ -16,8 +16,8 @@ from types import TracebackType
 from typing import Any, NamedTuple
 
 from conftest import bounded
+from helpers.scripted_host import ScriptedHost
 from hypothesis import HealthCheck, event, settings
-from scripted_host import ScriptedHost
 
 import smllm.examples
 from smllm.engine.records import Instance
@@ -30,7 +30,7 @@ from smllm.machine.model import Command, Machine
 from smllm.machine.regex import pattern_matches
 from smllm.text.block import render
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 CORPUS = HERE / "fuzz_corpus"
 DEV = Path(smllm.examples.__file__).resolve().parent / "dev" / "dev.smllm.yaml"
 SEEDS: tuple[Path, ...] = (
@@ -302,7 +302,7 @@ def check_views(machine: Machine) -> None:
 def check_compiled(result: LoadResult, path: str) -> None:
     """`smllm compile`'s normal form loads back as the same machine (or can't be written, when
     an inlined prompt file can't be read: then compile says so and writes nothing)."""
-    from machine_meaning import meaning
+    from helpers.machine_meaning import meaning
 
     from smllm.machine.normal import NormalFormError, dump_normal, normal_form
 

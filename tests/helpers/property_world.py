@@ -23,7 +23,7 @@ import smllm.examples
 from smllm.machine.configs.config import load_configs
 from smllm.machine.model import Machine
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 FIXTURES = HERE / "machines"
 DEV = Path(smllm.examples.__file__).resolve().parent / "dev"
 

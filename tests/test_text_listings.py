@@ -1,22 +1,12 @@
-"""Exact text of smllm.text's renderers, written to kill the mutants that scripts/mutation found
-surviving in src/smllm/text/ (issue 12 §4): every branch of a block's parts, the listings of
-`session list`, `session show --audit`, `instance list|show`, and the status line."""
+"""Exact text of the listings (smllm.text.listing): `session list` (table and JSON),
+`session show --audit`, `instance list` and `instance show`; and of the status line
+(smllm.text.statusline) in a machine and in idle. The commands themselves: test_cli.py,
+test_statusline.py."""
 
 from __future__ import annotations
 
 from smllm.engine.records import AuditRecord, HistoryRecord, Instance, Place, Session
-from smllm.engine.reply import (
-    EventItem,
-    EventsList,
-    Header,
-    IdleList,
-    InstanceLine,
-    MachineLine,
-    ParamLine,
-    Reply,
-)
 from smllm.engine.status import Status
-from smllm.text.block import escape, render, session_call
 from smllm.text.listing import (
     InstanceDetail,
     SessionLine,
@@ -30,6 +20,8 @@ from smllm.text.listing import (
 from smllm.text.statusline import render_status
 
 AT = "2026-03-04T05:06:07.890123+00:00"
+
+
 LATER = "2026-03-05T10:11:12.000000+00:00"
 
 
@@ -63,162 +55,7 @@ def session(holding: Place | None = None, interrupted: Place | None = None) -> S
     )
 
 
-def machine_line(**changes: object) -> MachineLine:
-    m = MachineLine("dev", "Develop", "issue", "issueId", None, None, "plan", (), False)
-    return m._replace(**changes)
-
-
-# --- block.py ---------------------------------------------------------------------------------
-
-
-def test_escape_and_session_call() -> None:
-    assert escape("a\nb\rc") == "a\\nb\\rc"
-    assert (
-        escape("<SMLLM> </Events> <instructions <b>")
-        == "&lt;SMLLM> &lt;/Events> &lt;instructions <b>"
-    )
-    assert session_call(None) == "Fire one event: smllm({ event, params })"
-    assert session_call("k") == 'Fire one event: smllm({ session: "k", event, params })'
-
-
-def test_headers() -> None:
-    assert render(Reply(Header(None))) == "<smllm>\nno session · idle\n</smllm>"
-    assert render(Reply(Header("k"))) == "<smllm>\nsession k · idle\n</smllm>"
-    one = Header("k", "dev", "plan", 1, "issue", "#1")
-    assert render(Reply(one)) == "<smllm>\nsession k · dev › plan · issue #1\n</smllm>"
-    two = one._replace(visit=2)
-    assert render(Reply(two)) == "<smllm>\nsession k · dev › plan (visit 2) · issue #1\n</smllm>"
-
-
-def test_every_part_in_order() -> None:
-    reply = Reply(
-        Header("k", "dev", "plan", 1, "issue", "#1"),
-        arrived="go\nnow",
-        params=(("a", "x y"), ("b", 3), ("c", None), ("d", [1, "z"])),
-        notes=("note <smllm>",),
-        trace=("t1",),
-        error="bad",
-        instructions=("Do A.", "Do B."),
-        yielded="plan",
-        completed="issue #1",
-    )
-    assert render(reply).split("\n") == [
-        "<smllm>",
-        "session k · dev › plan · issue #1",
-        "Arrived by: go\\nnow",
-        'Params: a = "x y", b = 3, c = null, d = [1,"z"]',
-        "note &lt;smllm>",
-        "t1",
-        "error: bad",
-        "Yielded: staying in plan. You can end your turn.",
-        "<instructions>",
-        "Do A.",
-        "",
-        "Do B.",
-        "</instructions>",
-        "Completed issue #1. You are now in idle.",
-        "</smllm>",
-    ]
-
-
-def test_params_of_events() -> None:
-    items = (
-        EventItem("plain", None),
-        EventItem(
-            "full",
-            "Does <events> it",
-            (
-                ParamLine("a", True),
-                ParamLine("b", False, enum=("x", "y")),
-                ParamLine("c", False, pattern="^[a-z]+$", description="C's\nline"),
-                ParamLine("d", True, json=True),
-                ParamLine("e", False, json=True, schema='{"type":"object"}'),
-            ),
-        ),
-    )
-    text = render(Reply(Header(None), events=EventsList("k", items)))
-    assert text.split("\n") == [
-        "<smllm>",
-        "no session · idle",
-        'Fire one event: smllm({ session: "k", event, params })',
-        "<events>",
-        "- plain",
-        "- full: Does &lt;events> it",
-        "    a (required)",
-        "    b (optional, one of: x, y)",
-        "    c (optional, pattern: ^[a-z]+$): C's\\nline",
-        "    d (required, a JSON value)",
-        '    e (optional, a JSON value, schema: {"type":"object"})',
-        "</events>",
-        "</smllm>",
-    ]
-
-
-def test_no_machines_configured() -> None:
-    idle = IdleList((), None, (), 0)
-    assert render(Reply(Header("k"), idle=idle)).split("\n") == [
-        "<smllm>",
-        "session k · idle",
-        "No state machines are configured.",
-        "</smllm>",
-    ]
-
-
-def test_machines_interrupted_paused_and_more() -> None:
-    machines = (
-        machine_line(),
-        machine_line(
-            id="ops",
-            description="Run <smllm> ops",
-            kind="task",
-            ref_param="taskId",
-            ref_pattern="^T-[0-9]+$",
-            ref_description="the task",
-            entry_points=("fix", "ship"),
-            host_only=True,
-        ),
-    )
-    idle = IdleList(
-        machines,
-        InstanceLine("issue", "#2", "dev", "review"),
-        (InstanceLine("issue", "#3", "dev", "plan"), InstanceLine("task", "T-1", "ops", "go")),
-        4,
-    )
-    assert render(Reply(Header("k"), idle=idle)).split("\n") == [
-        "<smllm>",
-        "session k · idle",
-        "State machines:",
-        "- dev: Develop",
-        "    issue id param issueId",
-        "    starts at: plan",
-        "- ops: Run &lt;smllm> ops",
-        "    task id param taskId (pattern: ^T-[0-9]+$): the task",
-        "    starts at: plan; entry points: fix, ship",
-        "    only its host fires its events",
-        "Interrupted: issue #2 (dev) at review",
-        "Paused:",
-        "- issue #3 (dev) at plan",
-        "- task T-1 (ops) at go",
-        "…and 4 more paused: fire listPaused to list them all.",
-        "</smllm>",
-    ]
-
-
-def test_a_machine_without_description_and_list_paused() -> None:
-    idle = IdleList((machine_line(description=None),), None, (), 0)
-    lines = render(Reply(Header("k"), idle=idle)).split("\n")
-    assert lines[2:4] == ["State machines:", "- dev"]
-    only_paused = IdleList(None, None, (InstanceLine("issue", "#3", "dev", "plan"),), 0)
-    assert render(Reply(Header("k"), idle=only_paused)).split("\n") == [
-        "<smllm>",
-        "session k · idle",
-        "Paused:",
-        "- issue #3 (dev) at plan",
-        "</smllm>",
-    ]
-
-
-# --- listing.py -------------------------------------------------------------------------------
+# --- listing.py -----------------------------------------------------------------------------------
 
 
 def test_table_pads_all_but_the_last_column() -> None:
@@ -362,7 +199,7 @@ def test_instance_text() -> None:
     ]
 
 
-# --- statusline.py ----------------------------------------------------------------------------
+# --- statusline.py --------------------------------------------------------------------------------
 
 
 def status(**changes: object) -> Status:

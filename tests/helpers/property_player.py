@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from property_world import (
+from helpers.property_world import (
     CASES,
     CLEANED_SLOT,
     CONFIG,
@@ -36,7 +36,7 @@ from property_world import (
     rows,
     write_config,
 )
-from scripted_host import ScriptedHost
+from helpers.scripted_host import ScriptedHost
 
 from smllm.api.app import App, CallError, Result
 from smllm.engine.reply import Reply

@@ -1,8 +1,8 @@
-"""More of the SQLite store asserted exactly, for the last mutants that scripts/mutation found
-surviving in src/smllm/store/sqlite.py (issue 12 §4): a folder another process made first,
-a store used from another thread, a read that takes no write lock, the errors of a path
+"""The SQLite store's own behaviour, exactly (store/sqlite.py): a folder another process made
+first, a store used from another thread, a read that takes no write lock, the errors of a path
 SQLite can't open, a damaged page and a failed migration, the retries of the switch to WAL,
-and the store's name in a saved instance's error. SQLite only (no PostgreSQL server)."""
+and the store's name in a saved instance's error. SQLite only (no PostgreSQL server); the
+contract both backends keep: test_store_contract.py."""
 
 from __future__ import annotations
 
@@ -13,22 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.store_records import inst, new
 
 import smllm.store.sqlite as sqlite_store
-from smllm.engine.records import HistoryRecord, Instance, InstanceWrite
 from smllm.errors import StoreError
 from smllm.store.sqlite import SqliteStore
-
-T0 = "2026-01-01T00:00:00.000000Z"
-
-
-def inst(id: str) -> Instance:
-    return Instance(id, "dev", f"R-{id}", "PLAN", "active", "k", None, 1, {"PLAN": 1}, None, T0, T0)
-
-
-def new(i: Instance) -> InstanceWrite:
-    h = HistoryRecord(T0, "k", "agent", "enter", {}, None, i.state, None, i.status, i.version, ())
-    return InstanceWrite(i, 0, h)
 
 
 def made(tmp_path: Path) -> SqliteStore:

@@ -1,8 +1,7 @@
-"""The SQLite store's contract asserted exactly, written to kill mutants that scripts/mutation
-found surviving in src/smllm/store/ (issue 12 §4): record checks, every query's filter and
-order, all-or-nothing commits, and how a store is created, read and refused. The instance
-store's part runs on both backends (`istore`: SQLite, and a namespace of the real PostgreSQL
-test server), with the same expectations."""
+"""The stores' contract, exactly (store/base.py, sqlite.py, user.py): record checks, every
+query's filter and order, all-or-nothing commits, and how a store is created, read and
+refused. The instance store's part runs on both backends (`istore`: SQLite, and a namespace of
+the real PostgreSQL test server), with the same expectations."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from fuzz_property import SEEDS
+from helpers.fuzz_property import SEEDS
 from hypothesis import assume, note
 from hypothesis import strategies as st
 

@@ -1,107 +1,26 @@
-"""More of the engine asserted exactly, for mutants that scripts/mutation found surviving in
-src/smllm/engine/ (issue 12 §4): a call's actions in order (shared actions, entry and exit
-lists, transition actions, setRef), guards, `always` steps (a loop, no candidate matching), and
-prompt files with their failures (engine/steps.py)."""
+"""A call's actions in order, exactly (engine/steps.py, host.py): shared actions, entry and exit
+lists, transition actions and setRef, the params in the commands' environment, guards,
+`always` steps (passing through, a loop, no candidate matching), and prompt files with the
+implied enter-STATE.md and their failures."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
-from memory_world import World
-from scripted_host import ScriptedHost
-from test_mutants_engine_more import HERE, Scripted, lines, machines_world
+from helpers.engine_machines import STEPS
+from helpers.engine_worlds import Scripted, calls, fired, fix_world, machines_world
+from helpers.memory_world import World
 
-from smllm.engine.host import CommandResult
-from smllm.machine.configs.config import load_configs
-from smllm.text.block import render
+from smllm.engine.host import CommandResult, PromptError
 
-# --- steps.Run: actions, shared actions, guards, always ------------------------------------
-
-STEPS = """\
-id: steps
-description: Actions of every kind.
-initial: A
-meta:
-  smllm: 1
-  instance: { kind: job, ref: { param: jobId } }
-  events:
-    tag:
-      description: Tag the job.
-      params:
-        type: object
-        properties:
-          jobId: { type: string, description: "The tag." }
-          size: { type: integer, description: "How big." }
-    note: { description: Run commands without moving. }
-    route: { description: Through the router. }
-    again: { description: Enter A again. }
-  sharedActions:
-    - states: [A, B]
-      position: before
-      entry: { type: command, params: { run: "shared before entry" } }
-      exit: { type: command, params: { run: "shared before exit" } }
-    - states: [B]
-      entry: { type: command, params: { run: "shared after entry" } }
-      exit: { type: command, params: { run: "shared after exit" } }
-states:
-  A:
-    meta: { entryPoint: true }
-    entry:
-      - { type: command, params: { run: "a entry 0" } }
-      - { type: command, params: { run: "a entry 1" } }
-      - { type: prompt, params: { text: "In A." } }
-    exit: { type: command, params: { run: "a exit" } }
-    on:
-      tag:
-        target: B
-        actions: [setRef, { type: command, params: { run: "tag action", cwd: sub } }]
-      note:
-        actions:
-          - { type: command, params: { run: "note action" } }
-          - { type: prompt, params: { text: "Noted." } }
-      again: { target: A, reenter: true }
-      route: R
-  B:
-    entry: { type: prompt, params: { text: "In B." } }
-    on:
-      route: R
-  R:
-    always:
-      - { target: A, guard: { type: visits, params: { state: B, atLeast: 2 } } }
-      - { target: B, guard: { type: command, params: { run: "test -f go" } } }
-      - target: DONE
-  DONE:
-    type: final
-"""
+# --- steps.Run: actions, shared actions, guards, always -------------------------------------------
 
 
 def steps_world(tmp_path: Path) -> tuple[Scripted, str]:
     world = machines_world(tmp_path, STEPS, dirs=("sub",))
     key = world.new_session().key
     return world, key
-
-
-def calls(world: Scripted) -> list[tuple[str, str, str, str, str]]:
-    """The commands run since the last look: (run, cwd below the project, SMLLM_STATE,
-    SMLLM_FROM>SMLLM_TO or "-" when unset, SMLLM_REF); then forgotten."""
-    out = []
-    for c in world.host.calls:
-        assert isinstance(c.command.run, str)
-        ends = f"{c.env['SMLLM_FROM']}>{c.env['SMLLM_TO']}" if "SMLLM_FROM" in c.env else "-"
-        cwd = c.cwd.removeprefix(world.cwd).removeprefix("/")
-        out.append((c.command.run, cwd, c.env["SMLLM_STATE"], ends, c.env["SMLLM_REF"]))
-    world.host.calls.clear()
-    return out
-
-
-def fired(world: Scripted, key: str, event: str, *params: tuple[str, Any]) -> Any:
-    """The committed outcome of an accepted call: (its history record, its reply's lines)."""
-    out = world.fire(key, event, *params).committed
-    assert out.ok, render(out.reply)
-    (write,) = out.instances
-    return write.history, lines(out.reply)
 
 
 def test_entry_lists_run_in_order(tmp_path: Path) -> None:
@@ -319,19 +238,7 @@ def test_always_stops_after_a_loop(tmp_path: Path) -> None:
     assert len(ran) == 2 + 32
 
 
-# --- prompts: files, the implied enter-STATE.md, failures -------------------------------------
-
-
-def fix_world(tmp_path: Path) -> tuple[Scripted, str, Path]:
-    """The fix machine (prompt files, enter-REPRO.md, shared actions, host events); the
-    folder its files were copied to."""
-    smllm = tmp_path / "project" / ".smllm"
-    shutil.copytree(HERE / "machines" / "fix", smllm / "fix")
-    (smllm / "config.toml").write_text('[machines]\nfiles = ["fix/fix.smllm.yaml"]\n')
-    loaded = load_configs((str(smllm / "config.toml"),))
-    assert loaded.findings == ()
-    world = World(loaded, ScriptedHost(seed=1), cwd=str(tmp_path / "project"))
-    return world, world.new_session().key, smllm / "fix"
+# --- prompts: files, the implied enter-STATE.md, failures -----------------------------------------
 
 
 def instructions(text: list[str]) -> list[str]:
@@ -405,3 +312,15 @@ def test_prompt_files_that_fail(tmp_path: Path) -> None:
     assert record.trace == () and instructions(text) == [
         "Change only the files you named at triage."
     ]
+
+
+def test_a_prompt_file_s_failure_names_its_reason(tmp_path: Path) -> None:
+    assert PromptError("not UTF-8").reason == "not UTF-8"
+    world, key, folder = fix_world(tmp_path)
+    fired(world, key, "enter", ("stateMachine", "fix"), ("bugId", "BUG-1"), ("state", "REPRO"))
+    fired(world, key, "reproduced", ("test", "tests/t.py"))
+    (folder / "prompts" / "checklist.md").write_bytes(b"\xff\xfe bad")
+    record, text = fired(world, key, "progress")
+    (failure,) = record.trace
+    assert failure == "Prompt failed: prompts/checklist.md: not UTF-8"
+    assert text[3] == failure
