@@ -171,6 +171,11 @@ def pg_server() -> Iterator[Any]:
 
     from helpers.pgserver import INSTALL, PgServer
 
+    shared = os.environ.get("SMLLM_TEST_PG_SERVER")
+    if shared:  # scripts/mutation's one cluster for a whole run ("ROOT:PORT"), kept after it
+        root, _, port = shared.rpartition(":")
+        yield PgServer(Path(root), int(port))
+        return
     try:
         server = PgServer.start(Path(tempfile.mkdtemp(prefix="smllm-pg-")))
     except (RuntimeError, OSError) as exc:
@@ -191,7 +196,12 @@ def pg_url(pg_server: Any, env: dict[str, str]) -> str:
 def pg_namespace(request: pytest.FixtureRequest) -> str:
     import hashlib
 
-    return "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    name = request.node.nodeid
+    if os.environ.get("SMLLM_TEST_PG_SERVER"):  # a shared cluster: each run of a test anew
+        import uuid
+
+        name += uuid.uuid4().hex
+    return "t-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
 
 def use_postgres(

@@ -319,3 +319,66 @@ def _group_alive(group: int) -> bool:
             if int(stat[3]) == group and stat[0] != "Z":
                 return True
     return False
+
+
+@pytest.mark.parametrize(
+    "key", ["../../escape", "a/b", "..", ".", "", "k\x00ey", "ke y", "é", "\udcff", "A" * 300]
+)
+def test_a_lock_file_never_leaves_the_calls_folder(tmp_path: Path, key: str) -> None:
+    """A session key names its lock file only when it is plain (letters, digits, - and _, at
+    most 128): any other text, a library caller's, is hashed: the file stays in STATE/calls,
+    its name is never too long, and two keys never share a file."""
+    import hashlib
+
+    from smllm.api.calllock import CallLock
+
+    folder = tmp_path / "state"
+    lock = CallLock(str(folder), key)
+    name = Path(lock.path).name
+    assert Path(lock.path).parent == folder / "calls"
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    assert name == f"~{digest}.lock"
+    assert lock.acquire()
+    assert [p.name for p in (folder / "calls").iterdir()] == [name]
+    lock.release()
+    assert not (tmp_path / "escape").exists()
+
+
+@pytest.mark.parametrize("key", ["s-Ab_9", "B" * 128])
+def test_a_plain_key_names_its_lock_file(tmp_path: Path, key: str) -> None:
+    from smllm.api.calllock import CallLock
+
+    lock = CallLock(str(tmp_path), key)
+    assert lock.path == str(tmp_path / "calls" / f"{key}.lock")
+    assert lock.acquire()
+    assert not CallLock(str(tmp_path), key).acquire()  # the same key: the same lock
+    lock.release()
+
+
+def test_the_hooks_fail_open_while_a_call_is_in_flight(
+    toggle: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """A stop while a call of the session runs (a fire in a background shell) is allowed and
+    writes nothing; a prompt then writes nothing either: that call's reply decides."""
+    from helpers.hook_runs import hook, payload, start
+
+    key = start("claude", "h1", toggle, env)
+    ran = smllm(["fire", "--session", key, "enter", "--param", "stateMachine=toggle"], toggle, env)
+    assert ran.code == 0, ran.err
+    stop = payload("claude", "h1", toggle, stop_hook_active=False)
+    blocked = hook("claude", "stop", stop, toggle, env)
+    assert blocked.code == 0 and json.loads(blocked.out)["decision"] == "block", blocked
+    before = store_rows(toggle, env, key)
+    gate = tmp_path / "gate"
+    proc = start_slow(toggle, env, key, gate)
+    try:
+        for _ in range(2):
+            assert hook("claude", "stop", stop, toggle, env) == (0, "{}\n", "")
+        prompt = payload("claude", "h1", toggle, prompt="go on")
+        assert hook("claude", "user-prompt-submit", prompt, toggle, env) == (0, "{}\n", "")
+        assert store_rows(toggle, env, key) == before
+    finally:
+        gate.touch()
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Arrived by: slow from LOW" in out  # the call in flight's reply decides

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, models, normalizers, pre_tokenizers
 
 from smllm.smi.tokens import BLOCK_SIZE, slot_text
 from smllm.smi.vocab.audit import HF_PATHS, RAW_PATHS, audit, audit_trie
@@ -114,6 +114,35 @@ def test_a_vocabulary_that_spells_a_marker_is_reported_unsafe() -> None:
     assert any(
         "'a <|eot|> b' encoded to a forbidden id 3" in leak for leak in report.plain_encoder_leaks
     )
+
+
+def test_every_family_of_look_alike_spellings_is_tried() -> None:
+    """The proof tries each marker bare, glued into a word, spaced, twice, upper-cased, and
+    (the SMI slots) title-cased and split by a zero-width space: a vocabulary that spells
+    `<|eot|>` behind a lower-casing, control-dropping normaliser and a pre-tokenizer that cuts
+    markers out of words leaks through every one of them, and each is listed."""
+    vocab = {"<unk>": 0, "a": 1, "b": 2, "<|eot|>": 3}
+    raw = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    raw.normalizer = normalizers.BertNormalizer(
+        clean_text=True, lowercase=True, strip_accents=False, handle_chinese_chars=False
+    )
+    raw.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(r"<\|[a-z]+\|>"), "isolated"),
+            pre_tokenizers.WhitespaceSplit(),
+        ]
+    )
+    raw.add_special_tokens([AddedToken("<|eot|>", special=True, normalized=False)])
+    report = audit(raw)
+    assert not report.safe
+    spellings = ["<|eot|>", "a<|eot|>b", "a <|eot|> b", "<|eot|>\n<|eot|>", "<|EOT|>"]
+    # the added token's spellings, then the SMI slot's (the same text) and its two more
+    expected = [*spellings, *spellings, "<|Eot|>", "<|e\u200bot|>"]
+    assert [leak.split(" encoded to ")[0] for leak in report.plain_encoder_leaks] == [
+        repr(text) for text in expected
+    ]
+    at = [leak.split(" at position ")[1].split(":")[0] for leak in report.plain_encoder_leaks]
+    assert at == ["0", "1", "1", "0", "0", "0", "1", "1", "0", "0", "0", "0"]
 
 
 def test_the_neox_split_and_why(neox: Any) -> None:

@@ -24,11 +24,14 @@ _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 
 
 def _file_name(key: str) -> str:
-    """A file name for `key` that can't leave the folder (keys are ours, but a library caller
-    may store any text)."""
-    if key and set(key) <= _SAFE:
+    """A file name for `key` that can't leave the folder and isn't too long for one (keys are
+    ours, but a library caller may store any text): a plain key names itself; any other is
+    hashed, behind a `~` no plain key has."""
+    if key and len(key) <= 128 and set(key) <= _SAFE:
         return f"{key}.lock"
-    return "x-" + key.encode("utf-8", "surrogatepass").hex() + ".lock"
+    import hashlib
+
+    return "~" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest() + ".lock"
 
 
 class CallLock:

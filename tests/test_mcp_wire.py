@@ -1,0 +1,182 @@
+"""The MCP server's reader and the tool's handler, in process (smllm/mcp/wire.py, tool.py): a
+tools/call's arguments wait in a stash under a ticket until the handler takes them back, and a
+stash never grows without bound; the handler fires as the agent (`source: agent`, harness
+`mcp`), puts the watch's line first, words an internal error as every surface does; a call the
+client gave up on is recorded once, or the server says on stderr why it couldn't be, and goes
+on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from smllm.mcp import wire
+from smllm.mcp.tool import Caller
+from smllm.mcp.wire import TICKET, Stash
+
+
+def test_tickets_count_up_and_take_gives_back_what_was_put() -> None:
+    stash = Stash()
+    inside = ("files", "a")
+    first = stash.put({"event": "go"}, [("size", "a"), ("size", "b")], inside)
+    second = stash.put({"event": "done"}, None, None)
+    assert (first, second) == (1, 2)
+    taken = stash.take({TICKET: first})
+    assert (taken.arguments, taken.pairs, taken.inside) == (
+        {"event": "go"},
+        [("size", "a"), ("size", "b")],
+        inside,
+    )
+    assert stash.take({TICKET: second}).arguments == {"event": "done"}
+    # taken once: a ticket shown again is an argument like any other
+    again = stash.take({TICKET: first})
+    assert (again.arguments, again.pairs, again.inside) == ({TICKET: first}, None, None)
+
+
+def test_a_stash_keeps_the_last_tickets_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket the SDK refused is never taken: it is dropped _KEPT tickets later."""
+    monkeypatch.setattr(wire, "_KEPT", 3)
+    stash = Stash()
+    tickets = [stash.put({"n": n}, None, None) for n in range(1, 8)]
+    assert tickets == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted(stash.items) == [5, 6, 7]
+    assert stash.take({TICKET: 4}).arguments == {TICKET: 4}  # dropped
+    assert stash.take({TICKET: 5}).arguments == {"n": 5}
+
+
+def test_what_is_not_a_ticket_is_taken_as_it_is() -> None:
+    stash = Stash()
+    ticket = stash.put({"event": "go"}, None, None)
+    for given in ({TICKET: ticket, "event": "x"}, {TICKET: str(ticket)}, {"other": ticket}):
+        taken = stash.take(given)
+        assert (taken.arguments, taken.pairs, taken.inside) == (given, None, None)
+    assert stash.take(["not", "an", "object"]).arguments is None
+    assert stash.take({TICKET: ticket}).arguments == {"event": "go"}  # still there
+
+
+class _App:
+    def __init__(self, late: Any) -> None:
+        self.late = late
+        self.marked: list[tuple[str, str]] = []
+
+    def mark_late(self, key: str, event: str) -> bool:
+        self.marked.append((key, event))
+        if isinstance(self.late, Exception):
+            raise self.late
+        return bool(self.late)
+
+
+def _caller(app: _App) -> Caller:
+    caller = Caller.__new__(Caller)  # without App(): no store is opened
+    caller.app = app  # type: ignore[assignment]
+    caller.fired = None
+    return caller
+
+
+def test_a_call_given_up_on_is_recorded_once(capsys: pytest.CaptureFixture[str]) -> None:
+    app = _App(late=True)
+    caller = _caller(app)
+    assert caller.gave_up() is False  # nothing was fired: nothing to record
+    caller.fired = ("k1", "go")
+    assert caller.gave_up() is True
+    assert app.marked == [("k1", "go")]
+    assert caller.gave_up() is False and app.marked == [("k1", "go")]  # once
+    assert capsys.readouterr().err == ""
+
+
+def test_a_store_that_fails_then_is_said_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    app = _App(late=OSError("disk I/O error"))
+    caller = _caller(app)
+    caller.fired = ("k1", "go")
+    assert caller.gave_up() is False
+    assert capsys.readouterr().err == (
+        "smllm mcp: can't record the call the client gave up on: disk I/O error\n"
+    )
+    assert caller.fired is None
+
+
+class _Result:
+    def __init__(self, ok: bool, session: Any, text: str) -> None:
+        self.ok, self.session, self._text = ok, session, text
+
+    def text(self) -> str:
+        return self._text
+
+
+class _Session:
+    key = "k9"
+
+
+class _FiringApp:
+    """Records each fire's arguments; answers with `result`, or raises `error`."""
+
+    def __init__(self, result: _Result | None = None, error: Exception | None = None) -> None:
+        self.result, self.error = result, error
+        self.calls: list[tuple[Any, ...]] = []
+
+    def fire(self, *args: Any, **kwargs: Any) -> _Result:
+        self.calls.append((*args, kwargs))
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def view(self, session: Any) -> _Result:
+        self.calls.append(("view", session))
+        assert self.result is not None
+        return self.result
+
+
+def _calling(app: _FiringApp) -> Caller:
+    caller = _caller(app)  # type: ignore[arg-type]
+    caller.watch = None
+    caller.client = None
+    return caller
+
+
+def test_a_call_fires_as_the_agent_through_mcp() -> None:
+    app = _FiringApp(_Result(True, _Session(), "moved"))
+    caller = _calling(app)
+    assert caller.call("smllm", {"session": "k9", "event": "go", "params": {"a": 1}}) == (
+        "moved",
+        False,
+    )
+    assert app.calls == [("k9", "go", (("a", 1),), {"source": "agent", "harness": "mcp"})]
+    assert caller.fired == ("k9", "go")
+
+
+def test_a_refused_call_leaves_nothing_to_record_as_given_up() -> None:
+    app = _FiringApp(_Result(False, _Session(), "error: no"))
+    caller = _calling(app)
+    caller.fired = ("k1", "old")  # the call before's
+    assert caller.call("smllm", {"session": "k9", "event": "go"}) == ("error: no", True)
+    assert caller.fired is None
+    assert caller.gave_up() is False
+
+
+def test_the_watch_line_leads_the_reply() -> None:
+    """The line a reply carries when the client's hooks don't run (harness/seen.py): the
+    watch is asked with the client's name and the reply's session."""
+    session = _Session()
+    app = _FiringApp(_Result(True, session, "<smllm>…"))
+    caller = _calling(app)
+    caller.client = "opencode"
+    asked: list[tuple[Any, Any]] = []
+
+    def watch(client: Any, s: Any) -> str | None:
+        asked.append((client, s))
+        return "note: hooks are off" if len(asked) == 1 else None
+
+    caller.watch = watch
+    assert caller.call("smllm", {"event": "go"}) == ("note: hooks are off\n<smllm>…", False)
+    assert caller.call("smllm", {}) == ("<smllm>…", False)  # no line: the text alone
+    assert asked == [("opencode", session), ("opencode", session)]
+
+
+def test_an_internal_error_is_an_error_result() -> None:
+    caller = _calling(_FiringApp(error=RuntimeError("boom")))
+    assert caller.call("smllm", {"event": "go"}) == (
+        "error: internal error: RuntimeError: boom",
+        True,
+    )
