@@ -94,3 +94,28 @@ def test_every_option_has_help_text() -> None:
 
     walk(build(), "smllm")
     assert missing == []
+
+
+def test_odd_groups_of_the_users_hooks_are_kept(project: Path, env: dict[str, str]) -> None:
+    """Hook groups smllm can't read as a handler list (none, or not a list) are the user's:
+    install and uninstall leave them where they are, whatever they hold."""
+    odd = {
+        "hooks": {
+            "Stop": [
+                {"matcher": "odd"},
+                {"hooks": [{"type": "command", "command": "mine stop"}]},
+                {"hooks": "not a list"},
+            ],
+            "SessionStart": ["a string group"],
+        }
+    }
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps(odd))
+    assert smllm(["harness", "install", "claude"], project, env).code == 0
+    installed = json.loads(settings.read_text())["hooks"]
+    assert installed["Stop"][:3] == odd["hooks"]["Stop"]
+    assert installed["SessionStart"][:1] == odd["hooks"]["SessionStart"]
+    ran = smllm(["harness", "uninstall", "claude"], project, env)
+    assert ran.code == 0, ran.err
+    assert json.loads(settings.read_text()) == odd

@@ -180,3 +180,57 @@ def test_an_internal_error_is_an_error_result() -> None:
         "error: internal error: RuntimeError: boom",
         True,
     )
+
+
+def _err(id: Any, code: int, message: str) -> tuple[str, Any]:
+    return "reply", {"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}
+
+
+#: (line, what the reader does with it): the answers it writes itself are exact
+SORTED: list[tuple[bytes, tuple[str, Any]]] = [
+    (b"{not json", _err(None, -32700, "Parse error")),
+    (b"\xff\xfe", _err(None, -32700, "Parse error")),
+    (b"[1, 2]", _err(None, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"1.0","id":3,"method":"ping"}', _err(3, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"2.0","id":[3],"method":"ping"}', _err(None, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', _err(None, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"2.0","id":4,"method":7}', _err(4, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"2.0","id":4,"method":"ping","params":[]}', _err(4, -32600, "Invalid Request")),
+    (b'{"jsonrpc":"2.0","id":5,"method":"ping"}', ("reply", {"jsonrpc": "2.0", "id": 5, "result": {}})),  # noqa: E501
+    (b'{"jsonrpc":"2.0","id":"x","method":"no/such"}', _err("x", -32601, "Method not found: no/such")),  # noqa: E501
+    (b'{"jsonrpc":"2.0","id":6,"result":{}}', ("drop", None)),
+    (b'{"jsonrpc":"2.0","method":"notifications/other"}', ("drop", None)),
+    (b'{"jsonrpc":"1.0","method":"notifications/initialized"}', ("drop", None)),
+    (b'{"method":"notifications/initialized"}', ("drop", None)),
+    (b'{"jsonrpc":"2.0","method":5}', ("drop", None)),
+    (b'{"jsonrpc":"1.0","result":{}}', _err(None, -32600, "Invalid Request")),
+    (
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":1}}',
+        _err(7, -32602, "Invalid params: params.name must be the tool's name, a string"),
+    ),
+]  # fmt: skip
+
+
+def test_what_the_reader_answers_itself(capsys: pytest.CaptureFixture[str]) -> None:
+    for line, expected in SORTED:
+        assert wire.sort_line(line, Stash()) == expected, line
+    assert capsys.readouterr().err == (
+        "smllm mcp: refused tools/call 7: params.name must be the tool's name, a string\n"
+    )
+
+
+def test_the_reader_keeps_the_clients_name_and_its_calls() -> None:
+    stash = Stash()
+    hello = (
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"clientInfo":{"name":"codex"}}}'
+    )
+    kind, answer = wire.sort_line(hello, stash)
+    assert (kind, answer["id"], stash.client) == ("reply", 1, "codex")
+    call = b'{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"smllm"}}'
+    kind, forwarded = wire.sort_line(call, stash)
+    assert kind == "forward" and stash.running == {"c1"}
+    assert forwarded["params"] == {"name": "smllm"}  # no arguments: nothing stashed
+    cancel = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1"}}'
+    assert wire.sort_line(cancel, stash)[0] == "forward" and stash.cancelled == {"c1"}
+    other = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c2"}}'
+    assert wire.sort_line(other, stash)[0] == "forward" and stash.cancelled == {"c1"}
