@@ -27,7 +27,7 @@ seed. A turn:
 iterator of the parser's events, each OBS as it completes, then the `TurnResult`.
 
 A backend that runs the token loop itself (`GeneratesTurns`: a serving engine, see
-docs/smi-serving.md) gets the budget and the constraint to apply per step; the runtime then
+docs/smi/serving.md) gets the budget and the constraint to apply per step; the runtime then
 replays the ids it returns through fresh ones and refuses the turn if any was not allowed.
 
 Generation runs in a worker thread under the runtime's lock, so one session's generation never
