@@ -205,6 +205,14 @@ SORTED: list[tuple[bytes, tuple[str, Any]]] = [
     (b'{"jsonrpc":"2.0","method":5}', ("drop", None)),
     (b'{"jsonrpc":"1.0","result":{}}', _err(None, -32600, "Invalid Request")),
     (
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled"}',
+        ("forward", {"jsonrpc": "2.0", "method": "notifications/cancelled"}),
+    ),
+    (
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
+        ("forward", {"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ),
+    (
         b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":1}}',
         _err(7, -32602, "Invalid params: params.name must be the tool's name, a string"),
     ),
@@ -234,3 +242,26 @@ def test_the_reader_keeps_the_clients_name_and_its_calls() -> None:
     assert wire.sort_line(cancel, stash)[0] == "forward" and stash.cancelled == {"c1"}
     other = b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c2"}}'
     assert wire.sort_line(other, stash)[0] == "forward" and stash.cancelled == {"c1"}
+
+
+def test_the_wire_writes_one_compact_line_a_message() -> None:
+    import os
+
+    read, write = os.pipe()
+    try:
+        out = wire.Wire(write)
+        out.send({"id": 1, "result": {"text": "é · ✓", "n": [1, 2]}})
+        out.send({"id": 2, "error": {"message": "\ud800 echoed"}})  # no UTF-8 form: escaped
+        data = os.read(read, 4096)
+    finally:
+        os.close(read)
+    assert data == (
+        '{"id":1,"result":{"text":"é · ✓","n":[1,2]}}\n'.encode()
+        + b'{"id":2,"error":{"message":"\\ud800 echoed"}}\n'
+    )
+    assert out.broken is False
+    out.send({"id": 3})  # the reader is gone: the wire says so, once, and stays quiet
+    assert out.broken is True
+    os.close(write)
+    out.send({"id": 4})  # a closed descriptor: no error either
+    assert out.broken is True
