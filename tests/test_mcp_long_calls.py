@@ -108,6 +108,15 @@ def test_a_cancelled_call_stands_and_the_next_reply_says_so(
         assert rest.startswith("<smllm>\n")
         again, _ = server.tool(session=key)
         assert again == rest  # once only
+        # the id of the cancelled call, used again once it was answered: a call like any other
+        enter = {"stateMachine": "slow", "taskId": "T-2"}
+        arguments = {"session": key, "event": "enter", "params": enter}
+        call = {"name": "smllm", "arguments": arguments}
+        server.send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": call})
+        answer = server.read()
+        assert answer is not None and answer["id"] == 9 and not answer["result"]["isError"]
+        after, _ = server.tool(session=key)
+        assert after.startswith("<smllm>\n"), after
         assert server.close() == 0
 
 
@@ -156,4 +165,26 @@ def test_a_cancel_after_the_answer_is_ignored(project: Path, env: dict[str, str]
         )
         text, _ = server.tool(session=key)
         assert text.startswith("<smllm>\n")
+        assert server.close() == 0
+
+
+def test_a_late_cancel_doesnt_stick_to_the_id(project: Path, env: dict[str, str]) -> None:
+    """A cancel after the answer is forgotten with the call: a later call that reuses the id
+    (JSON-RPC allows it once the first was answered) is not taken for a cancelled one."""
+    key = slow_project(project, env)
+    with McpProcess(project, env) as server:
+        server.initialize()
+        view = {"name": "smllm", "arguments": {"session": key}}
+        server.send({"jsonrpc": "2.0", "id": 12, "method": "tools/call", "params": view})
+        answer = server.read()
+        assert answer is not None and answer["id"] == 12
+        server.send(
+            {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 12}}
+        )
+        server.send(checked(key, 12))
+        answer = server.read()
+        assert answer is not None and answer["id"] == 12
+        assert not answer["result"]["isError"]
+        text, _ = server.tool(session=key)
+        assert text.startswith("<smllm>\n"), text
         assert server.close() == 0
