@@ -265,3 +265,23 @@ def test_the_wire_writes_one_compact_line_a_message() -> None:
     os.close(write)
     out.send({"id": 4})  # a closed descriptor: no error either
     assert out.broken is True
+
+
+def test_the_sdks_log_is_one_short_line_a_record(capsys: pytest.CaptureFixture[str]) -> None:
+    """What the SDK logs goes to stderr as one line of at most 500 characters, its level in
+    lower case; INFO and below not at all."""
+    import logging
+
+    from smllm.mcp.server import _quiet_logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        _quiet_logging()
+        logging.getLogger("mcp.server").warning("first line\nsecond %s", "x" * 600)
+        logging.getLogger("mcp.server").error("failed")
+        logging.getLogger("mcp.server").info("not shown")
+    finally:
+        root.handlers[:], root.level = handlers, level
+    text = "first line second " + "x" * 482
+    assert capsys.readouterr().err == (f"smllm mcp: warning: {text}\nsmllm mcp: error: failed\n")
