@@ -69,3 +69,19 @@ def test_end_of_input_with_calls_still_waiting(project: Path, env: dict[str, str
         assert sorted(m["id"] for m in answers) == [1, 2, 3, 4, 5, 6, 7]
         assert all(not m["result"]["isError"] for m in answers if m["id"] != 1)
         assert proc.stderr() == ""
+
+
+def test_without_the_mcp_package_it_says_so(
+    project: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    """An install without the SDK (a broken environment): one line saying what is missing,
+    exit 2, nothing on the protocol stream."""
+    shim = tmp_path / "no-mcp" / "mcp"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n"
+    )
+    paths = [str(shim.parent), env.get("PYTHONPATH", "")]
+    env = {**env, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    ran = smllm(["mcp"], project, env, stdin="")
+    assert ran == (2, "", "error: smllm mcp needs the mcp package: No module named 'mcp'\n")
