@@ -285,3 +285,43 @@ def test_the_sdks_log_is_one_short_line_a_record(capsys: pytest.CaptureFixture[s
         root.handlers[:], root.level = handlers, level
     text = "first line second " + "x" * 482
     assert capsys.readouterr().err == (f"smllm mcp: warning: {text}\nsmllm mcp: error: failed\n")
+
+
+def test_the_reader_thread_answers_what_it_cant_sort(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line whose sorting fails in a way nothing foresaw is answered Invalid Request (no
+    traceback), and the reader goes on; at the end of input it says so to the server, and
+    standard input stays open (a guard's command must never get another file as its fd 0)."""
+    import os
+
+    from smllm.mcp import server
+
+    def sort(line: bytes, stash: Stash) -> tuple[str, Any]:
+        if line == b"boom":
+            raise KeyError("x")
+        return wire.sort_line(line, stash)
+
+    monkeypatch.setattr(server, "sort_line", sort)
+    given_r, given_w = os.pipe()
+    out_r, out_w = os.pipe()
+    saved = os.dup(0)
+    try:
+        os.write(given_w, b'boom\n\n{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        os.close(given_w)
+        os.dup2(given_r, 0)
+        inbox, stash = wire.Inbox(), Stash()
+        server._read(wire.Wire(out_w), inbox, stash)
+        os.fstat(0)  # still open
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(given_r)
+        os.close(out_w)
+    with os.fdopen(out_r, "rb") as answers:
+        assert answers.read() == (
+            b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}\n'
+            b'{"jsonrpc":"2.0","id":1,"result":{}}\n'
+        )
+    assert capsys.readouterr().err == "smllm mcp: unreadable message: KeyError\n"
+    assert stash.ended
