@@ -238,3 +238,29 @@ def store_project(
         url = request.getfixturevalue("pg_url")
         use_postgres(project, url, request.getfixturevalue("pg_namespace"), env, monkeypatch)
     return project
+
+
+# -- the PostgreSQL brokers' tests (test_store_pg_broker*.py) -------------------------------------
+
+
+@pytest.fixture
+def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The brokers' folder (helpers/store_brokers.py: `broker_runtime`)."""
+    from helpers.store_brokers import broker_runtime
+
+    with broker_runtime(env, monkeypatch) as folder:
+        yield folder
+
+
+@pytest.fixture
+def pg(
+    project: Path,
+    env: dict[str, str],
+    pg_url: str,
+    pg_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+    runtime: Path,
+) -> Path:
+    """The example project on the test server (url-env), its brokers in `runtime`."""
+    use_postgres(project, pg_url, pg_namespace, env, monkeypatch)
+    return project

@@ -9,16 +9,14 @@ version's, the server down, its secrets): test_store_pg_broker_life.py.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import smllm, use_postgres
+from conftest import smllm
 from helpers.hook_runs import block_text, held, hook, payload
 from helpers.imported_modules import slow
 from helpers.store_brokers import (
-    broker_runtime,
     clear,
     is_broker,
     logged_pids,
@@ -28,28 +26,6 @@ from helpers.store_brokers import (
 )
 
 from smllm.store.brokered import ENV_SWITCH
-
-
-@pytest.fixture
-def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The brokers' folder (helpers/store_brokers.py: `broker_runtime`)."""
-    with broker_runtime(env, monkeypatch) as folder:
-        yield folder
-
-
-@pytest.fixture
-def pg(
-    project: Path,
-    env: dict[str, str],
-    pg_url: str,
-    pg_namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
-    runtime: Path,
-) -> Path:
-    """The example project on the test server (url-env), its brokers in `runtime`."""
-    use_postgres(project, pg_url, pg_namespace, env, monkeypatch)
-    return project
-
 
 # -- the tests -----------------------------------------------------------------------------------
 

@@ -15,18 +15,15 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from conftest import use_postgres
 from helpers.hook_runs import block_text, held
 from helpers.pgserver import PASSWORD, free_port
 from helpers.store_brokers import (
     broker,
-    broker_runtime,
     clear,
     gone,
     is_broker,
@@ -40,27 +37,6 @@ from smllm.errors import StoreBusy, StoreError
 from smllm.store.brokered import TAG, _answer, _Fallback, spawn
 
 SECRETS = sorted({PASSWORD, quote(PASSWORD, safe=""), quote(PASSWORD)})
-
-
-@pytest.fixture
-def runtime(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """The brokers' folder (helpers/store_brokers.py: `broker_runtime`)."""
-    with broker_runtime(env, monkeypatch) as folder:
-        yield folder
-
-
-@pytest.fixture
-def pg(
-    project: Path,
-    env: dict[str, str],
-    pg_url: str,
-    pg_namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
-    runtime: Path,
-) -> Path:
-    """The example project on the test server (url-env), its brokers in `runtime`."""
-    use_postgres(project, pg_url, pg_namespace, env, monkeypatch)
-    return project
 
 
 def test_a_dead_broker_is_replaced(
