@@ -19,6 +19,10 @@ Paths: each page runs in a fresh folder whose HOME is shown as `/home/you`; the 
 run in `/home/you/project`, and the temp folder (`TMPDIR`) is shown as `/tmp`. Those are
 replaced, not paired.
 
+How smllm was installed: `smllm harness install` notes when the smllm on PATH comes from an
+active virtual environment (`note: smllm is on PATH from the virtual environment …`). The pages
+show an install outside one, so that line is dropped from what a run printed.
+
 Times and durations are matched by position instead: the Nth time this run printed in a
 command's output is written as the Nth time the page shows there (two calls a second apart
 print two times where the page may show one twice). They never go into a command.
@@ -28,6 +32,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+#: the note of an install run from an active virtual environment (not shown on the pages)
+VENV_NOTE = re.compile(r"^note: smllm is on PATH from the virtual environment .*\n", re.M)
 
 #: the shown HOME, project folder and temp folder of every page
 SHOWN_HOME = "/home/you"
@@ -103,7 +110,9 @@ class Pairing:
 
     def normalise(self, actual: str, expected: str) -> str:
         """`actual` with each paired real id written as the page shows it, and each time or
-        duration as the one at its position in `expected`."""
+        duration as the one at its position in `expected`; without the virtual environment's
+        note of an install."""
+        actual = VENV_NOTE.sub("", actual)
         for placeholder in PLACEHOLDERS:
             if placeholder.in_commands:
                 actual = placeholder.pattern.sub(
