@@ -182,9 +182,9 @@ def test_a_cache_of_another_format_is_never_read(project: Path, env: dict[str, s
     path = _cache_file(env)
     header, loaded = _read_cache(path)
     assert loaded == first
-    assert header["format"] == cache.CACHE_FORMAT == 12
+    assert header["format"] == cache.CACHE_FORMAT == 11
     stale = first._replace(machines={})
-    for older in (6, 7, 8, 9, 10, 11):
+    for older in (6, 7, 8, 9, 10):
         _write_cache(path, {**header, "format": older}, stale)
         cache._MEMO.clear()
         assert list(cache.load_cached((config,)).machines) == ["dev"]

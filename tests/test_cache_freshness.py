@@ -363,29 +363,3 @@ def test_a_second_cache_file_beside_the_first(
     assert sorted(p.name for p in (tmp_path / "cache" / "smllm").iterdir()) == sorted(
         Path(cache._path(c)).name for c in configs
     )
-
-
-def test_a_url_env_variable_set_or_unset_is_read_again(
-    project: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """`[state] url-env` names a variable the load reads (CFG-10 when it is unset or empty):
-    setting or unsetting it rebuilds the cache, in a new process and in this one's memo."""
-    config = project / ".smllm" / "config.toml"
-    config.write_text(config.read_text() + '\n[state]\nurl-env = "SMLLM_DB"\n')
-    unset = "state.url-env names SMLLM_DB, which is unset or empty"
-    env.pop("SMLLM_DB", None)
-    assert unset in smllm(["validate"], project, env).out
-    url = {**env, "SMLLM_DB": "postgresql://u:p@127.0.0.1:1/db"}
-    assert unset not in smllm(["validate"], project, url).out
-    assert unset in smllm(["validate"], project, env).out
-    assert unset in smllm(["validate"], project, {**env, "SMLLM_DB": ""}).out
-    # in process
-    configs = (str(config),)
-    monkeypatch.delenv("SMLLM_DB", raising=False)
-    assert "CFG-10" in [f.rule for f in cache.load_cached(configs).findings]
-    monkeypatch.setenv("SMLLM_DB", "postgresql://u:p@127.0.0.1:1/db")
-    assert "CFG-10" not in [f.rule for f in cache.load_cached(configs).findings]
-    cache._MEMO.clear()  # from the file
-    assert "CFG-10" not in [f.rule for f in cache.load_cached(configs).findings]
-    monkeypatch.delenv("SMLLM_DB")
-    assert "CFG-10" in [f.rule for f in cache.load_cached(configs).findings]

@@ -31,7 +31,7 @@ __all__ = ["CACHE_FORMAT", "RACY_NS", "cache_dir", "load_cached", "summary_cache
 
 #: bump when the compiled records or the checks change, so old caches are ignored (a cache
 #: also names the smllm version that wrote it: an upgrade never reads an older one)
-CACHE_FORMAT = 12
+CACHE_FORMAT = 11
 #: cli-and-harnesses.md §4: files changed this close to the build are compared by content.
 RACY_NS = 2_000_000_000
 
@@ -105,25 +105,13 @@ def _fresh(signatures: list[Signature], built_ns: int) -> bool:
     return True
 
 
-def _environ(loaded: Loaded) -> dict[str, bool]:
-    """Whether each variable a config's `[state] url-env` names is set: the load reads it
-    (CFG-10 when unset or empty), so a cache is only as fresh as these answers."""
-    specs = [*loaded.stores.values(), *loaded.config_stores.values()]
-    return {s.value: bool(os.environ.get(s.value)) for s in specs if s.kind == "url-env"}
-
-
-def _same_environ(environ: dict[str, bool]) -> bool:
-    return all(bool(os.environ.get(name)) == was for name, was in environ.items())
-
-
 def _path(configs: tuple[str, ...]) -> str:
     key = "\0".join(configs).encode("utf-8", "surrogateescape")
     return os.path.join(cache_dir(), f"machines-{_fnv1a(key):08x}-{len(key)}.pickle")
 
 
-#: what this process already loaded, by cache path: (signatures, build time, loaded, the
-#: url-env variables it read)
-_MEMO: dict[str, tuple[list[Signature], int, Loaded, dict[str, bool]]] = {}
+#: what this process already loaded, by cache path: (signatures, build time, loaded)
+_MEMO: dict[str, tuple[list[Signature], int, Loaded]] = {}
 
 
 def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], memoryview] | None:
@@ -141,7 +129,6 @@ def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], memory
             and header.get("smllm") == __version__
             and header.get("configs") == configs
             and _fresh(header["signatures"], header["built_ns"])
-            and _same_environ(header["environ"])
         ):
             return header, memoryview(data)[end:]
     except Exception:  # a damaged cache is a missing one
@@ -177,19 +164,14 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     """The loaded machines of `configs`, from the cache when no file changed."""
     path = _path(configs)
     memo = _MEMO.get(path)
-    if (
-        memo is not None
-        and memo[2].configs == configs
-        and _fresh(memo[0], memo[1])
-        and _same_environ(memo[3])
-    ):
+    if memo is not None and memo[2].configs == configs and _fresh(memo[0], memo[1]):
         return memo[2]
     found = _header(path, configs)
     if found is not None:
         header, machines = found
         try:
             loaded: Loaded = _pickle_loads(machines)
-            _MEMO[path] = (header["signatures"], header["built_ns"], loaded, header["environ"])
+            _MEMO[path] = (header["signatures"], header["built_ns"], loaded)
             return loaded
         except Exception:  # damaged machines are rebuilt
             pass
@@ -198,15 +180,13 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
 
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
-    environ = _environ(loaded)
-    _MEMO[path] = (signatures, built_ns, loaded, environ)
+    _MEMO[path] = (signatures, built_ns, loaded)
     header = {
         "format": CACHE_FORMAT,
         "smllm": __version__,
         "configs": configs,
         "built_ns": built_ns,
         "signatures": signatures,
-        "environ": environ,
         "summary": to_plain(summary_of(loaded)),
     }
     try:
