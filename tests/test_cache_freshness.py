@@ -288,22 +288,22 @@ def test_fresh_rules(tmp_path: Path) -> None:
     built = time.time_ns()
     sigs = [sig(gone, built), sig(a, built), sig(b, built)]
     assert sigs[1][3] == b"aaaa"  # just written: compared by content
-    assert cache._fresh(sigs, built)
+    assert cache._fresh(sigs)
     # a same-size edit keeping the mtime, after a missing file: still seen
     mtime = b.stat().st_mtime_ns
     b.write_bytes(b"BBBB")
     os.utime(b, ns=(mtime, mtime))
-    assert not cache._fresh(sigs, built)
+    assert not cache._fresh(sigs)
     b.write_bytes(b"bbbb")
     os.utime(b, ns=(mtime, mtime))
-    assert cache._fresh(sigs, built)
+    assert cache._fresh(sigs)
     # the missing file appears
     gone.write_bytes(b"")
-    assert not cache._fresh(sigs, built)
+    assert not cache._fresh(sigs)
     gone.unlink()
     # a file vanishes
     a.unlink()
-    assert not cache._fresh(sigs, built)
+    assert not cache._fresh(sigs)
 
 
 def test_fresh_without_content(tmp_path: Path) -> None:
@@ -312,12 +312,12 @@ def test_fresh_without_content(tmp_path: Path) -> None:
     built = time.time_ns()
     os.utime(a, ns=(built - 10 * S, built - 10 * S))
     sigs = [sig(a, built)]
-    assert sigs[0][3] is False and cache._fresh(sigs, built)
+    assert sigs[0][3] is False and cache._fresh(sigs)
     os.utime(a, ns=(built - 9 * S, built - 9 * S))
-    assert not cache._fresh(sigs, built)
+    assert not cache._fresh(sigs)
     a.write_bytes(b"aaaaa")
     os.utime(a, ns=(built - 10 * S, built - 10 * S))
-    assert not cache._fresh(sigs, built)
+    assert not cache._fresh(sigs)
 
 
 def test_a_file_read_from_disk_is_memoised(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -34,6 +34,16 @@ def test_tickets_count_up_and_take_gives_back_what_was_put() -> None:
     assert (again.arguments, again.pairs, again.inside) == ({TICKET: first}, None, None)
 
 
+def test_a_fresh_stash_has_seen_no_client_and_no_end() -> None:
+    stash = Stash()
+    assert (stash.ended, stash.client, stash.running, stash.cancelled) == (
+        False,
+        None,
+        set(),
+        set(),
+    )
+
+
 def test_a_stash_keeps_the_last_tickets_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """A ticket the SDK refused is never taken: it is dropped _KEPT tickets later."""
     monkeypatch.setattr(wire, "_KEPT", 3)
@@ -72,6 +82,26 @@ def _caller(app: _App) -> Caller:
     caller.app = app  # type: ignore[assignment]
     caller.fired = None
     return caller
+
+
+def test_a_fresh_caller_has_nothing_to_record_and_watches_only_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A real Caller, on this test's own user store: before any call, no client is known and
+    no event was fired, so a give-up records nothing and says nothing; the watch is built
+    from the App's user store only when the server was given one."""
+    caller = Caller(None)
+    assert (caller.watch, caller.client, caller.fired) == (None, None, None)
+    assert caller.gave_up() is False
+    assert capsys.readouterr().err == ""
+    built: list[Any] = []
+
+    def watch(user: Any) -> Any:
+        built.append(user)
+        return lambda client, session: None
+
+    watched = Caller(None, watch)
+    assert built == [watched.app.user] and watched.watch is not None
 
 
 def test_a_call_given_up_on_is_recorded_once(capsys: pytest.CaptureFixture[str]) -> None:

@@ -157,7 +157,7 @@ def test_the_cache_never_opens_what_isnt_a_regular_file(tmp_path: Path) -> None:
 
     def check() -> None:
         sig = cache._signature(str(fifo), built)
-        result.extend([sig, cache._fresh([sig], built)])
+        result.extend([sig, cache._fresh([sig])])
 
     worker = threading.Thread(target=check, daemon=True)
     worker.start()
@@ -168,9 +168,9 @@ def test_the_cache_never_opens_what_isnt_a_regular_file(tmp_path: Path) -> None:
     assert result == [(str(fifo), 0, fifo.stat().st_mtime_ns, False), True]
     missing = cache._signature(str(tmp_path / "nope"), built)
     assert missing == (str(tmp_path / "nope"), None, None, False)
-    assert cache._fresh([missing], built)
+    assert cache._fresh([missing])
     (tmp_path / "nope").write_text("x")
-    assert not cache._fresh([missing], built)  # created since: stale
+    assert not cache._fresh([missing])  # created since: stale
 
 
 @pytest.mark.parametrize("path", ["CLAUDE.md", ".mcp.json", "home/.claude.json"])

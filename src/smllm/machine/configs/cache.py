@@ -89,7 +89,7 @@ def _fnv1a(data: bytes) -> int:
     return h
 
 
-def _fresh(signatures: list[Signature], built_ns: int) -> bool:
+def _fresh(signatures: list[Signature]) -> bool:
     for sig in signatures:
         path, size, mtime, racy = sig
         try:
@@ -110,8 +110,8 @@ def _path(configs: tuple[str, ...]) -> str:
     return os.path.join(cache_dir(), f"machines-{_fnv1a(key):08x}-{len(key)}.pickle")
 
 
-#: what this process already loaded, by cache path: (signatures, build time, loaded)
-_MEMO: dict[str, tuple[list[Signature], int, Loaded]] = {}
+#: what this process already loaded, by cache path: (signatures, loaded)
+_MEMO: dict[str, tuple[list[Signature], Loaded]] = {}
 
 
 def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], memoryview] | None:
@@ -128,7 +128,7 @@ def _header(path: str, configs: tuple[str, ...]) -> tuple[dict[str, Any], memory
             and header.get("format") == CACHE_FORMAT
             and header.get("smllm") == __version__
             and header.get("configs") == configs
-            and _fresh(header["signatures"], header["built_ns"])
+            and _fresh(header["signatures"])
         ):
             return header, memoryview(data)[end:]
     except Exception:  # a damaged cache is a missing one
@@ -164,14 +164,14 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
     """The loaded machines of `configs`, from the cache when no file changed."""
     path = _path(configs)
     memo = _MEMO.get(path)
-    if memo is not None and memo[2].configs == configs and _fresh(memo[0], memo[1]):
-        return memo[2]
+    if memo is not None and memo[1].configs == configs and _fresh(memo[0]):
+        return memo[1]
     found = _header(path, configs)
     if found is not None:
         header, machines = found
         try:
             loaded: Loaded = _pickle_loads(machines)
-            _MEMO[path] = (header["signatures"], header["built_ns"], loaded)
+            _MEMO[path] = (header["signatures"], loaded)
             return loaded
         except Exception:  # damaged machines are rebuilt
             pass
@@ -180,12 +180,11 @@ def load_cached(configs: tuple[str, ...]) -> Loaded:
 
     loaded = load_configs(configs, cwd="")  # findings name files by absolute path
     signatures = [_signature(p, built_ns) for p in dict.fromkeys(loaded.files)]
-    _MEMO[path] = (signatures, built_ns, loaded)
+    _MEMO[path] = (signatures, loaded)
     header = {
         "format": CACHE_FORMAT,
         "smllm": __version__,
         "configs": configs,
-        "built_ns": built_ns,
         "signatures": signatures,
         "summary": to_plain(summary_of(loaded)),
     }
