@@ -352,3 +352,52 @@ def test_a_folder_that_is_no_usable_model_stops_before_the_session(
     listed = smllm(["session", "list", "--json"], project, env)
     assert json.loads(listed.out) == {"sessions": []}
     assert StoreRows.of(project).count() == 0
+
+
+# -- a seeded run repeats ------------------------------------------------------------------------
+
+
+def test_a_seeded_run_repeats_in_a_fresh_state_and_draws_anew_in_a_used_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model reads the session key and the instance id, so `--seed` draws them too: the
+    same seed in fresh state folders gives the same ids and the same generated ids each turn;
+    run again where the first run's session exists, the same seed draws other ids (the key is
+    taken) and the run goes on as a session of its own, on the issue's instance."""
+    from smllm.drive import run
+    from smllm.drive.main import RunOptions
+    from smllm.smi.stream import Reasoning
+
+    installed = build_installed("bytelevel")
+    folder = tmp_path / "random"
+    installed.tokenizer.save_pretrained(str(folder))
+    tiny_model("gpt2", vocab=len(installed.tokenizer), positions=8192).save_pretrained(str(folder))
+    options = RunOptions(
+        machine="dev",
+        ref="GH-1",
+        model=str(folder),
+        max_turns=4,
+        max_new_tokens=32,
+        reasoning=Reasoning("adaptive", None, BUDGET),
+        temperature=1.0,
+        seed=SEED,
+    )
+
+    def seeded_run(base: Path) -> tuple[str, str | None, list[list[int]]]:
+        project = base / "project"
+        if not project.exists():
+            project.mkdir(parents=True)
+            copy_example(str(project))
+        for name, value in isolated(base).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.chdir(project)
+        summary = run(options, out=io.StringIO(), live=False).to_json()
+        with open(summary["transcript"], encoding="utf-8") as f:
+            generated = [json.loads(line)["generated"] for line in f]
+        return summary["session"], summary.get("instance"), generated
+
+    first = seeded_run(tmp_path / "one")
+    assert first == seeded_run(tmp_path / "two")
+    again = seeded_run(tmp_path / "one")
+    assert again[0] != first[0] and again[0].startswith("sm-") and len(again[0]) == 9
+    assert again[1] == first[1]  # the issue's instance, continued by the new session

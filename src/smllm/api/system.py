@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from ..engine.host import CommandResult
     from ..machine.model import Command
 
-__all__ = ["ALPHABET", "SystemHost", "random_id"]
+__all__ = ["ALPHABET", "SeededHost", "SystemHost", "random_id"]
 
 #: engine.md §2: lowercase Crockford base32.
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -61,3 +61,19 @@ class SystemHost:
         if problem is not None:
             raise PromptError(problem)
         return text
+
+
+class SeededHost(SystemHost):
+    """The real host with ids drawn from a seeded generator: `smllm run --seed N`. The session
+    key and the instance id are in the text the model reads, so a seeded run repeats only if
+    they do. An id already taken is drawn again from the same stream (the engine asks), so a
+    run repeats in the same state: a fresh state folder, or the same store contents."""
+
+    def __init__(self, seed: int, env: Mapping[str, str] | None = None) -> None:
+        super().__init__(env)
+        import random  # `smllm run` only: not on the hook path
+
+        self.draws = random.Random(f"smllm-ids-{seed}")
+
+    def new_id(self, prefix: str) -> str:
+        return prefix + "".join(self.draws.choice(ALPHABET) for _ in range(6))

@@ -261,7 +261,9 @@ def build() -> _Parser:
         help="constrained decoding of ACTs (default auto: on where llguidance is installed)",
     )
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy")
-    p.add_argument("--seed", type=int, help="the sampler's seed")
+    p.add_argument(
+        "--seed", type=int, help="the sampler's seed, and the session's ids: a run repeats"
+    )
     p.add_argument("--shell-timeout", type=float, default=60.0, metavar="S", help="default 60 s")
     p.add_argument("--json", action="store_true", help="one summary object on stdout")
 

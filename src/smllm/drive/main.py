@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from ..api.app import App
+from ..api.system import SeededHost
 from ..smi.runtime import Runtime
 from ..smi.stream import Reasoning
 from .driver import Driver
@@ -47,7 +48,8 @@ class RunOptions:
 def run(options: RunOptions, out: TextIO | None = None, live: bool | None = None) -> Summary:
     """Run the model through the machine; the summary (also saved as the session's `run.json`).
     RunUsage: it can't start as asked; RunRefused: the engine refused to enter."""
-    app = App(config=options.config)
+    host = SeededHost(options.seed) if options.seed is not None else None
+    app = App(config=options.config, host=host)
     target = (
         Target(options.machine, options.ref, options.state) if options.machine is not None else None
     )
