@@ -256,3 +256,28 @@ def test_a_broken_project_machine_unloads_the_users_copy(
     assert "the user's machine dev is not loaded either, because .smllm/dev.smllm.yaml has " in (
         ran.out
     )
+
+
+def test_url_env_is_read_at_each_use_and_never_cached(project: Path, env: dict[str, str]) -> None:
+    """`[state] url-env`: whether its variable is set is no fact of the file, so the compiled
+    cache never keeps it. Unset, validate says so (CFG-10) and every command that opens the
+    store fails with the store's own error (the machines stay configured); set later, with
+    the files and so the cache unchanged, validate no longer says it."""
+    config = project / ".smllm" / "config.toml"
+    config.write_text('[machines]\nfiles = ["dev.smllm.yaml"]\n[state]\nurl-env = "SMLLM_T_URL"\n')
+    unset = {k: v for k, v in env.items() if k != "SMLLM_T_URL"}
+    said = "state.url-env names SMLLM_T_URL, which is unset or empty"
+    ran = smllm(["validate"], project, unset)
+    assert (ran.code, ran.err) == (1, "")
+    assert ran.out == (
+        f".smllm/config.toml:4:11: error: state.url-env: {said} (CFG-10)\n"
+        "  hint: give one of dir, url or url-env; namespace goes with url or url-env\n"
+        "1 error, 0 warnings, 0 info\n"
+    )
+    enter = ["fire", "enter", "--params", '{"machine": "dev", "issueId": "GH-1"}']
+    for args in (["instance", "list"], enter):
+        ran = smllm(args, project, unset)
+        assert (ran.code, ran.out, ran.err) == (2, "", f"error: {said}\n"), args
+    # a server that isn't there: only the saved instances' check says so, as a warning
+    ran = smllm(["validate"], project, {**env, "SMLLM_T_URL": "postgresql://127.0.0.1:9/x"})
+    assert ran.code == 0 and "CFG-10" not in ran.out and "(INS-5)" in ran.out, ran.out

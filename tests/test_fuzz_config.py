@@ -128,9 +128,9 @@ def check_config(project: Path, source: bytes | str) -> None:
     lines = line_count(source)
     with time_limit(5, "validating the config"):
         loaded = load_configs((str(config),), cwd="")
-        from smllm.cli.validate import _idle_findings
+        from smllm.cli.validate import _now_findings
 
-        findings: list[Finding] = [*loaded.findings, *_idle_findings(loaded.configs)]
+        findings: list[Finding] = [*loaded.findings, *_now_findings(loaded.configs)]
         findings += check_saved(loaded)
     try:
         text = config.read_bytes().decode("utf-8")

@@ -16,13 +16,14 @@ from .stores import open_store
 __all__ = ["check_saved"]
 
 
-def check_saved(loaded: Loaded) -> list[Finding]:
-    """INS findings for every store of `loaded`'s configs that loaded without errors.
+def check_saved(loaded: Loaded, so_far: list[Finding] | None = None) -> list[Finding]:
+    """INS findings for every store of `loaded`'s configs without errors, in `so_far` (the
+    findings made already; default: the load's).
 
     validation.md §2.6: a finding names the machine file and no line (the instance is in the
     store, not at a node of the file); INS-5, and INS-3 and INS-4 of a machine that isn't
     configured, name the config file whose store it is."""
-    broken = {f.file for f in loaded.findings if f.level == "error"}
+    broken = {f.file for f in (loaded.findings if so_far is None else so_far) if f.level == "error"}
     # validation.md §1: INS rules run only on machines without errors; the instances of a
     # machine whose file has errors are neither checked nor "not configured" (INS-3), unless
     # another file gives that id a machine (CFG-4 keeps the first)

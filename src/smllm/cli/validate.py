@@ -38,8 +38,11 @@ def finding_lines(findings: list[Finding], info: bool) -> list[str]:
     return out
 
 
-def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
-    """The validate-only checks of each config's `[idle] on-enter` (CFG-9, AGT-1)."""
+def _now_findings(configs: tuple[str, ...]) -> list[Finding]:
+    """The checks of each config that validate makes each time it runs, never cached: its
+    `[idle] on-enter` (CFG-9, AGT-1: they read the prompt file) and its `[state] url-env`
+    (CFG-10: the variable is read at each use, so it is checked now, not when the config was
+    loaded)."""
     from ..machine.checks.deep import idle_problems
     from ..machine.configs.config import config_finding, read_config
 
@@ -49,17 +52,20 @@ def _idle_findings(configs: tuple[str, ...]) -> list[Finding]:
             continue
         cfg = read_config(path, "")
         # a config with other errors still gets these (validation.md §1: every finding at
-        # once); one that isn't TOML at all has no idle to check
-        if cfg.idle is None:
-            continue
-        at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
-        problems = idle_problems(cfg.idle)
+        # once); one that isn't TOML at all has neither
+        problems: list[tuple[str, str, tuple[str, ...]]] = []
+        if cfg.idle is not None:
+            at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
+            problems += [(rule, msg, at) for rule, msg in idle_problems(cfg.idle)]
+        if cfg.store.kind == "url-env" and not os.environ.get(cfg.store.value):
+            message = f"state.url-env names {cfg.store.value}, which is unset or empty"
+            problems.append(("CFG-10", message, ("state", "url-env")))
         if problems:
             from ..files import read_regular
 
             data, _problem = read_regular(path)  # for positions only: never a FIFO
             text = (data or b"").decode("utf-8", "replace")
-            out += [config_finding(path, text, rule, msg, at) for rule, msg in problems]
+            out += [config_finding(path, text, rule, msg, at) for rule, msg, at in problems]
     return out
 
 
@@ -90,10 +96,10 @@ def _collect(args: Namespace) -> tuple[list[str], list[Finding]]:
         loaded = load_cached(tuple(configs))
         files += [f for f in loaded.files if os.path.isfile(f)]
         findings += loaded.findings
-        findings += _idle_findings(loaded.configs)
+        findings += _now_findings(loaded.configs)
         from ..api.saved_checks import check_saved
 
-        findings += check_saved(loaded)
+        findings += check_saved(loaded, findings)
     from ..machine.loader.load import load_machine_file
 
     for path in machines:

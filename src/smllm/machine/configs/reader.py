@@ -259,9 +259,8 @@ class ConfigReader:
                 self.bad("CFG-10", "state.url must be a postgresql:// URL", ("state", "url"))
             return StoreSpec("url", table["url"], namespace)
         elif given == ["url-env"]:
-            if not os.environ.get(table["url-env"]):
-                message = f"state.url-env names {table['url-env']}, which is unset or empty"
-                self.bad("CFG-10", message, ("state", "url-env"))
+            # whether the variable is set is no fact of the file (the cache keeps what the
+            # files say): the store says so at each use, validate when it runs (cli/validate.py)
             return StoreSpec("url-env", table["url-env"], namespace)
         return self.default_store
 
