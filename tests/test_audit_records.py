@@ -63,3 +63,11 @@ def test_a_prompt_record_shows_the_values_after_it(project: Path, env: dict[str,
     assert text.splitlines()[-1].endswith(
         "  prompt  yielded=False, blocks=0 (cleared yield and 0 blocks)"
     )
+    # a stop the hook blocked, then a prompt: it clears the block, and no yield
+    stop = json.dumps({"session_id": "h1", "cwd": str(project), "stop_hook_active": False})
+    assert smllm(["harness", "hook", "claude", "stop"], project, env, stdin=stop).code == 0
+    again = smllm(["harness", "hook", "claude", "user-prompt-submit"], project, env, stdin=prompt)
+    assert again.code == 0
+    records, text = audit(key, project, env)
+    assert records[-1]["cleared"] == {"yielded": False, "blocks": 1}
+    assert text.splitlines()[-1].endswith("  prompt  yielded=False, blocks=0 (cleared 1 blocks)")
