@@ -360,6 +360,22 @@ def test_hf_runtime_turns_it_on_where_it_can(monkeypatch: pytest.MonkeyPatch) ->
     assert hf_runtime(bert, wordpiece.tokenizer).constraint is None  # off, not an error
     with pytest.raises(ValueError, match="joins tokens otherwise \\(WordPiece\\)"):
         hf_runtime(bert, wordpiece.tokenizer, constrain=True)
+    # a token longer than llguidance takes (its trie panics past 1,024 bytes): off, or a
+    # ValueError naming it, never a panic
+    for size, refused in ((1024, False), (1025, True)):
+        grown = build_installed("bytelevel")
+        grown.tokenizer.add_tokens(["x" * size])
+        big = tiny_model("gpt2", vocab=len(grown.tokenizer))
+        automatic = hf_runtime(big, grown.tokenizer).constraint
+        assert (automatic is None) == refused
+        if refused:
+            last = len(grown.tokenizer) - 1
+            said = (
+                "takes tokens of at most 1,024 bytes .llguidance's limit., "
+                f"and id {last} is 1,025: pass constrain=False"
+            )
+            with pytest.raises(ValueError, match=said):
+                hf_runtime(big, grown.tokenizer, constrain=True)
     monkeypatch.setattr(assemble, "available", lambda: False)  # llguidance not installed
     assert hf_runtime(model, installed.tokenizer).constraint is None
     with pytest.raises(ValueError, match="constrain=True needs llguidance, which is not"):

@@ -10,7 +10,7 @@ from typing import Any
 from .backends import GREEDY, Sampler
 from .budget import Characters
 from .compile import Compiler
-from .constrain import Constrainer, available
+from .constrain import Constrainer, TokenTooLong, available
 from .parser import StreamParser
 from .runtime import Runtime
 from .stream import Reasoning
@@ -44,8 +44,9 @@ def hf_runtime(
 
     `constrain`: constrained decoding (`constrain.py`: each turn's grammar from its CAPS and
     CTRL, combined with the budget's mask). None (the default) turns it on where llguidance
-    is installed and the vocabulary's tokens are bytes (not WordPiece), off otherwise; False
-    turns it off; True requires it (ValueError saying why it can't be)."""
+    is installed, the vocabulary's tokens are bytes (not WordPiece) and none is longer than
+    llguidance takes (1,024 bytes), off otherwise; False turns it off; True requires it
+    (ValueError saying why it can't be)."""
     from .backends.hf import HFBackend
 
     ids = install_tokens(tokenizer, model) if install else find_tokens(tokenizer)
@@ -105,6 +106,11 @@ def _constraint(
         return None
     if constrain is None and token_bytes is None:
         return None  # WordPiece and the like: token bytes don't add up to the text
-    return Constrainer.for_hf(
-        tokenizer, ids, forbid, vocab_size, encoder=encoder, token_bytes=token_bytes
-    )
+    try:
+        return Constrainer.for_hf(
+            tokenizer, ids, forbid, vocab_size, encoder=encoder, token_bytes=token_bytes
+        )
+    except TokenTooLong:
+        if constrain:
+            raise
+        return None  # as for WordPiece: off where it can't be, an error only when asked for

@@ -192,6 +192,14 @@ def turn_grammar(ids: TokenIds, caps: Capabilities, reasoning: Reasoning | None)
 # -- tokenizers ------------------------------------------------------------------------------
 
 
+#: the longest token llguidance's tokenizer takes, in bytes
+LONGEST_TOKEN = 1024
+
+
+class TokenTooLong(ValueError):
+    """A vocabulary with a token longer than llguidance takes (LONGEST_TOKEN)."""
+
+
 def lltokenizer(
     token_bytes: Sequence[bytes | None],
     special: Iterable[int],
@@ -209,6 +217,13 @@ def lltokenizer(
     tokens = [
         f"<[{i}]>".encode() if b is None or i in marked else b for i, b in enumerate(token_bytes)
     ]
+    longest = max(range(len(tokens)), key=lambda i: len(tokens[i]), default=None)
+    if longest is not None and len(tokens[longest]) > LONGEST_TOKEN:
+        # llguidance's token trie panics (a Rust assertion, not an exception) past this
+        raise TokenTooLong(
+            f"constrained decoding takes tokens of at most {LONGEST_TOKEN:,} bytes (llguidance's "
+            f"limit), and id {longest} is {len(tokens[longest]):,}: pass constrain=False"
+        )
     built: list[Any] = []
 
     def faithful(data: bytes | str) -> list[int]:
