@@ -65,25 +65,6 @@ def test_what_is_not_a_ticket_is_taken_as_it_is() -> None:
     assert stash.take({TICKET: ticket}).arguments == {"event": "go"}  # still there
 
 
-class _App:
-    def __init__(self, late: Any) -> None:
-        self.late = late
-        self.marked: list[tuple[str, str]] = []
-
-    def mark_late(self, key: str, event: str) -> bool:
-        self.marked.append((key, event))
-        if isinstance(self.late, Exception):
-            raise self.late
-        return bool(self.late)
-
-
-def _caller(app: _App) -> Caller:
-    caller = Caller.__new__(Caller)  # without App(): no store is opened
-    caller.app = app  # type: ignore[assignment]
-    caller.fired = None
-    return caller
-
-
 def test_a_fresh_caller_has_nothing_to_record_and_watches_only_when_asked(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -102,6 +83,56 @@ def test_a_fresh_caller_has_nothing_to_record_and_watches_only_when_asked(
 
     watched = Caller(None, watch)
     assert built == [watched.app.user] and watched.watch is not None
+
+
+class _Result:
+    def __init__(self, ok: bool, session: Any, text: str) -> None:
+        self.ok, self.session, self._text = ok, session, text
+
+    def text(self) -> str:
+        return self._text
+
+
+class _Session:
+    key = "k9"
+
+
+class _App:
+    """The App's part a Caller uses: records each fire's and view's arguments, answers with
+    `result` or raises `error`; mark_late records and answers `late` (or raises it)."""
+
+    def __init__(
+        self, result: _Result | None = None, error: Exception | None = None, late: Any = False
+    ) -> None:
+        self.result, self.error, self.late = result, error, late
+        self.calls: list[tuple[Any, ...]] = []
+        self.marked: list[tuple[str, str]] = []
+
+    def fire(self, *args: Any, **kwargs: Any) -> _Result:
+        self.calls.append((*args, kwargs))
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+    def view(self, session: Any) -> _Result:
+        self.calls.append(("view", session))
+        assert self.result is not None
+        return self.result
+
+    def mark_late(self, key: str, event: str) -> bool:
+        self.marked.append((key, event))
+        if isinstance(self.late, Exception):
+            raise self.late
+        return bool(self.late)
+
+
+def _caller(app: _App) -> Caller:
+    """A Caller over `app`, without App(): no store is opened."""
+    caller = Caller.__new__(Caller)
+    caller.app = app  # type: ignore[assignment]
+    caller.watch, caller.client, caller.fired = None, None, None
+    return caller
 
 
 def test_a_call_given_up_on_is_recorded_once(capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,48 +157,9 @@ def test_a_store_that_fails_then_is_said_on_stderr(capsys: pytest.CaptureFixture
     assert caller.fired is None
 
 
-class _Result:
-    def __init__(self, ok: bool, session: Any, text: str) -> None:
-        self.ok, self.session, self._text = ok, session, text
-
-    def text(self) -> str:
-        return self._text
-
-
-class _Session:
-    key = "k9"
-
-
-class _FiringApp:
-    """Records each fire's arguments; answers with `result`, or raises `error`."""
-
-    def __init__(self, result: _Result | None = None, error: Exception | None = None) -> None:
-        self.result, self.error = result, error
-        self.calls: list[tuple[Any, ...]] = []
-
-    def fire(self, *args: Any, **kwargs: Any) -> _Result:
-        self.calls.append((*args, kwargs))
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
-    def view(self, session: Any) -> _Result:
-        self.calls.append(("view", session))
-        assert self.result is not None
-        return self.result
-
-
-def _calling(app: _FiringApp) -> Caller:
-    caller = _caller(app)  # type: ignore[arg-type]
-    caller.watch = None
-    caller.client = None
-    return caller
-
-
 def test_a_call_fires_as_the_agent_through_mcp() -> None:
-    app = _FiringApp(_Result(True, _Session(), "moved"))
-    caller = _calling(app)
+    app = _App(_Result(True, _Session(), "moved"))
+    caller = _caller(app)
     assert caller.call("smllm", {"session": "k9", "event": "go", "params": {"a": 1}}) == (
         "moved",
         False,
@@ -177,8 +169,8 @@ def test_a_call_fires_as_the_agent_through_mcp() -> None:
 
 
 def test_a_refused_call_leaves_nothing_to_record_as_given_up() -> None:
-    app = _FiringApp(_Result(False, _Session(), "error: no"))
-    caller = _calling(app)
+    app = _App(_Result(False, _Session(), "error: no"))
+    caller = _caller(app)
     caller.fired = ("k1", "old")  # the call before's
     assert caller.call("smllm", {"session": "k9", "event": "go"}) == ("error: no", True)
     assert caller.fired is None
@@ -189,8 +181,8 @@ def test_the_watch_line_leads_the_reply() -> None:
     """The line a reply carries when the client's hooks don't run (harness/seen.py): the
     watch is asked with the client's name and the reply's session."""
     session = _Session()
-    app = _FiringApp(_Result(True, session, "<smllm>…"))
-    caller = _calling(app)
+    app = _App(_Result(True, session, "<smllm>…"))
+    caller = _caller(app)
     caller.client = "opencode"
     asked: list[tuple[Any, Any]] = []
 
@@ -205,7 +197,7 @@ def test_the_watch_line_leads_the_reply() -> None:
 
 
 def test_an_internal_error_is_an_error_result() -> None:
-    caller = _calling(_FiringApp(error=RuntimeError("boom")))
+    caller = _caller(_App(error=RuntimeError("boom")))
     assert caller.call("smllm", {"event": "go"}) == (
         "error: internal error: RuntimeError: boom",
         True,
