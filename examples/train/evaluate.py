@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ids = find_tokens(tokenizer)
     work = Path(tempfile.mkdtemp(prefix="smllm-evaluate-"))
     try:
-        models = {"trained": args.model}
+        models = {"trained": args.model.resolve()}  # each run has a project of its own as cwd
         if args.untrained == "on":
             models["untrained"] = untrained_copy(args.model, work / "untrained", args.seed)
         constraints = ["on", "off"] if args.constrained == "both" else [args.constrained]

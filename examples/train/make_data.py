@@ -14,10 +14,13 @@ own:
   whose pattern the engine checks: some runs first tag `1.4.0`, which the engine refuses (an
   `ok: false` OBS), and recover with `v1.4.0`.
 
-Refs, params, texts, THINK and OUT blocks and the ACT ids (six random characters, so a sampling
-model never repeats one within a session) vary. Every run's conversation (`run-N.smi.jsonl`) is
-then compiled with the project's compiler (`smllm smi compile`) into `input_ids`, `labels` (on
-the model's blocks only) and `assistant_mask`.
+Refs (1 to 5 digits, never evaluate.py's GH-20000 to GH-20999), params, texts, THINK and OUT
+blocks and the ACT ids (six random characters, so a sampling model never repeats one within a
+session) vary. Every run's conversation (`run-N.smi.jsonl`) is then compiled with the project's
+compiler (`smllm smi compile`) into `input_ids`, `labels` (on the model's blocks only) and
+`assistant_mask`. The mistakes (an event fired before its file exists, a version the engine
+refuses) stay in the conversation, so the model reads the engine's answer and learns the
+recovery, but their transmissions' labels are dropped: the model isn't taught to make them.
 
 The tokenizer is a ByteLevel BPE (4,096 ids, merges across words) trained here on the
 transcripts' text, with the SMI tokens installed (`smllm.smi.vocab.install.install_tokens`): it
@@ -49,8 +52,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 MACHINES = HERE / "machines"
 VOCAB = 4096
-#: the longest token, in bytes: llguidance (constrained decoding) panics on a token over 1,024
+#: the longest token, in bytes: constrained decoding (llguidance) takes tokens of 1,024 at most
 MAX_TOKEN = 512
+
+#: the blocks only the model writes (a transmission of these is one of its turns)
+MODEL_BLOCKS = {"think", "out", "act"}
 
 Block = dict[str, Any]
 Turn = list[Block]
@@ -91,6 +97,18 @@ PUBLISHED = ["Published on the docs site.", "It is live on the wiki.", "Publishe
 ANNOUNCED = ["Shipped; the notes are out.", "The release is out.", "Announced the release."]
 
 
+#: refs evaluate.py runs (GH-20000 and up): never a training episode's
+HELD_OUT = range(20000, 21000)
+
+
+def ref_number(rng: random.Random) -> int:
+    """An issue or document number of 1 to 5 digits, outside HELD_OUT."""
+    while True:
+        number = rng.randint(1, 10 ** rng.randint(1, 5) - 1)
+        if number not in HELD_OUT:
+            return number
+
+
 def act_id(rng: random.Random) -> str:
     return "".join(rng.choice(string.ascii_lowercase + string.digits) for _ in range(6))
 
@@ -123,6 +141,10 @@ class Run:
 
     turns: list[Turn]
     options: list[str] = field(default_factory=list)
+    #: the turns that are mistakes (an event fired too early, a value the engine refuses): in
+    #: the transcript, so the model sees the engine's answer and learns the recovery, but not
+    #: learnt themselves (their labels are dropped)
+    mistakes: set[int] = field(default_factory=set)
     #: the exit code and stop it must end with
     ends: tuple[int, str] = (0, "complete")
 
@@ -144,7 +166,8 @@ def dev_episode(rng: random.Random) -> Episode:
         runs = [Run([s.turn(plan, s.act("planned", size=size), opening=OPENINGS), done])]
     elif kind == "guard":  # planned before PLAN.md: the guard is false, PLAN re-entered
         first = s.turn(s.act("planned", size=size))
-        runs = [Run([first, s.turn(plan, s.act("planned", size=size), opening=OPENINGS), done])]
+        turns = [first, s.turn(plan, s.act("planned", size=size), opening=OPENINGS), done]
+        runs = [Run(turns, mistakes={0})]
     elif kind == "split":
         runs = [Run([s.turn(plan, opening=OPENINGS), s.turn(s.act("planned", size=size)), done])]
     else:  # stopped by --max-turns in WORK, continued with --session
@@ -152,7 +175,7 @@ def dev_episode(rng: random.Random) -> Episode:
         first.ends = (1, "max-turns")
         runs = [first, Run([done])]
     runs[-1].turns.append(s.final(SUMMARIES))
-    return Episode("dev", f"GH-{rng.randint(1, 9999)}", runs)
+    return Episode("dev", f"GH-{ref_number(rng)}", runs)
 
 
 def review_episode(rng: random.Random) -> Episode:
@@ -163,18 +186,19 @@ def review_episode(rng: random.Random) -> Episode:
 
     title = rng.choice(TITLES)
     first: list[Turn] = []
-    if rng.random() < 0.25:  # drafted before DRAFT.md: the guard is false
+    early = rng.random() < 0.25
+    if early:  # drafted before DRAFT.md: the guard is false
         first.append(s.turn(s.act("drafted", title=title)))
     first.append(s.turn(draft(), s.act("drafted", title=title)))
     wait = s.act("yield", note="waiting for the review")
     first.append(s.turn(wait))
-    runs = [Run(first, ends=(0, "yield"))]
+    runs = [Run(first, ends=(0, "yield"), mistakes={0} if early else set())]
     if rng.random() < 0.3:  # rejected: a second round, a second yield
         again = [s.turn(s.act("rejected", reason=rng.choice(REASONS)))]
         again += [s.turn(draft(), s.act("drafted", title=title)), s.turn(s.act("yield"))]
         runs.append(Run(again, ends=(0, "yield")))
     runs.append(Run([s.turn(s.act("approved")), s.final(PUBLISHED)]))
-    return Episode("review", f"DOC-{rng.randint(1, 9999)}", runs)
+    return Episode("review", f"DOC-{ref_number(rng)}", runs)
 
 
 def release_episode(rng: random.Random) -> Episode:
@@ -182,15 +206,21 @@ def release_episode(rng: random.Random) -> Episode:
     notes = s.act("write", path="NOTES.md", content=rng.choice(NOTES) + "\n")
     version = f"{rng.randint(0, 9)}.{rng.randint(0, 20)}.{rng.randint(0, 9)}"
     turns = [s.turn(notes, s.act("checked", risk=rng.choice(["low", "medium", "high"])))]
+    mistakes = set()
     if rng.random() < 0.5:  # the engine refuses a version without its v; the next turn fixes it
+        mistakes.add(len(turns))
         turns.append(s.turn(s.act("tagged", version=version)))
     turns += [s.turn(s.act("tagged", version=f"v{version}")), s.final(ANNOUNCED)]
-    return Episode("release", f"REL-{rng.randint(1, 9999)}", [Run(turns)])
+    return Episode("release", f"REL-{ref_number(rng)}", [Run(turns, mistakes=mistakes)])
 
 
-def episodes(count: int, seed: int) -> list[Episode]:
+#: each machine's episode maker and its share of the episodes
+MAKERS = {"dev": (dev_episode, 5), "review": (review_episode, 1), "release": (release_episode, 1)}
+
+
+def episodes(count: int, seed: int, machines: tuple[str, ...] = tuple(MAKERS)) -> list[Episode]:
     rng = random.Random(seed)
-    makers = [dev_episode] * 5 + [review_episode, release_episode]
+    makers = [MAKERS[m][0] for m in machines for _ in range(MAKERS[m][1])]
     return [rng.choice(makers)(rng) for _ in range(count)]
 
 
@@ -212,8 +242,9 @@ def project_of(machine: str, folder: Path) -> None:
     (target / "config.toml").write_text(f'[machines]\nfiles = ["{machine}.smllm.yaml"]\n')
 
 
-def play(episode: Episode, base: Path) -> list[str]:
-    """Every run of `episode` in a fresh project under `base`; its conversations' files."""
+def play(episode: Episode, base: Path) -> list[tuple[str, set[int]]]:
+    """Every run of `episode` in a fresh project under `base`; its conversations' files, each
+    with its run's mistakes."""
     project = base / "project"
     project.mkdir(parents=True)
     project_of(episode.machine, project)
@@ -232,7 +263,7 @@ def play(episode: Episode, base: Path) -> list[str]:
         if (ran.returncode, summary.get("stop")) != run.ends or summary["acts"]["refused"] > 1:
             raise RuntimeError(f"{episode.machine} {episode.ref} run {n}: {ran.stdout}{ran.stderr}")
         key = summary["session"]
-        files.append(summary["transcript"].replace(".turns.jsonl", ".smi.jsonl"))
+        files.append((summary["transcript"].replace(".turns.jsonl", ".smi.jsonl"), run.mistakes))
     return files
 
 
@@ -283,24 +314,56 @@ def make_tokenizer(corpus: list[str], folder: Path) -> Any:
     return tokenizer
 
 
-def compile_runs(out: Path, files: list[str]) -> dict[str, Any]:
-    """Train the tokenizer on `files`' text, compile them with it (`smllm smi compile`) into
-    OUT/train.jsonl; the data's figures."""
-    (out / "runs.txt").write_text("".join(f"{f}\n" for f in files))
-    make_tokenizer(texts_of(files), out / "tokenizer")
+def spans(mask: list[int]) -> list[tuple[int, int]]:
+    """The [start, end) runs of 1s in an assistant mask: the model's transmissions, in order."""
+    found: list[tuple[int, int]] = []
+    for n, bit in enumerate(mask):
+        if bit and (n == 0 or not mask[n - 1]):
+            found.append((n, n))
+        if bit:
+            found[-1] = (found[-1][0], n + 1)
+    return found
+
+
+def drop_mistakes(row: dict[str, Any], mistakes: set[int], turns: int) -> int:
+    """Drop the labels of the mistaken transmissions in a compiled row; how many ids that was."""
+    found = spans(row["assistant_mask"])
+    if len(found) != turns:
+        raise RuntimeError(f"{len(found)} model transmissions compiled for {turns} turns")
+    dropped = 0
+    for n in mistakes:
+        start, end = found[n]
+        row["labels"][start:end] = [-100] * (end - start)
+        dropped += end - start
+    return dropped
+
+
+def compile_runs(out: Path, files: list[tuple[str, set[int]]]) -> dict[str, Any]:
+    """Train the tokenizer on the conversations' text, compile them with it (`smllm smi
+    compile`) into OUT/train.jsonl, the mistakes' labels dropped; the data's figures."""
+    names = [name for name, _ in files]
+    (out / "runs.txt").write_text("".join(f"{f}\n" for f in names))
+    make_tokenizer(texts_of(names), out / "tokenizer")
     compiled = smllm(
-        ["smi", "compile", str(out / "tokenizer"), *files, "-o", str(out / "train.jsonl")],
+        ["smi", "compile", str(out / "tokenizer"), *names, "-o", str(out / "train.jsonl")],
         out,
         dict(os.environ),
     )
     if compiled.returncode != 0:
         raise RuntimeError(f"smllm smi compile failed: {compiled.stderr}")
     rows = [json.loads(line) for line in (out / "train.jsonl").read_text().splitlines()]
+    dropped = 0
+    for row, (name, mistakes) in zip(rows, files, strict=True):
+        conversation = json.loads(Path(name).read_text())["transmissions"]
+        turns = sum(t[0]["type"] in MODEL_BLOCKS for t in conversation)
+        dropped += drop_mistakes(row, mistakes, turns)
+    (out / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     lengths = [len(r["input_ids"]) for r in rows]
     return {
         "transcripts": len(rows),
         "tokens": sum(lengths),
-        "labelled_tokens": sum(sum(r["assistant_mask"]) for r in rows),
+        "labelled_tokens": sum(sum(r["assistant_mask"]) for r in rows) - dropped,
+        "mistakes": {"transmissions": sum(len(m) for _, m in files), "ids": dropped},
         "longest": max(lengths),
         "vocab": VOCAB,
     }
@@ -309,23 +372,30 @@ def compile_runs(out: Path, files: list[str]) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the data folder to write")
-    parser.add_argument("--episodes", type=int, default=300, help="default 300")
+    parser.add_argument("--episodes", type=int, default=600, help="default 600")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--machines", default="dev,review,release", help="the machines played (default: all)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="runs at a time (default 2)")
     args = parser.parse_args(argv)
-    out: Path = args.out
+    out: Path = args.out.resolve()  # the runs read their scripts from their own projects
     started = time.monotonic()
     work = out / "work"
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    todo = episodes(args.episodes, args.seed)
+    machines = tuple(m for m in args.machines.split(",") if m)
+    unknown = sorted(set(machines) - set(MAKERS))
+    if unknown or not machines:
+        parser.error(f"--machines: one or more of {', '.join(MAKERS)} (not {unknown})")
+    todo = episodes(args.episodes, args.seed, machines)
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         done = list(pool.map(lambda ie: play(ie[1], work / f"e{ie[0]:04d}"), enumerate(todo)))
     files = [f for episode in done for f in episode]
     played = time.monotonic() - started
     stats = compile_runs(out, files)
-    stats["episodes"] = {m: sum(e.machine == m for e in todo) for m in ("dev", "review", "release")}
+    stats["episodes"] = {m: sum(e.machine == m for e in todo) for m in machines}
     stats["seconds"] = {"runs": round(played, 1), "total": round(time.monotonic() - started, 1)}
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     print(json.dumps(stats))

@@ -10,8 +10,9 @@ model's side of each conversation. It stops when the time is up and saves a Hugg
 `training.json` saying what was done.
 
 One torch thread by default: on two cores that other work shares, two threads wait on each
-other's barriers, and a step took 1.7 s instead of 0.37 s with one (`--threads 2` where the
-cores are free).
+other's barriers, and a step took 1.7 s instead of 0.37 s with one. `--threads 2` where the
+cores are free (0.13 s a step instead of 0.21 s). `--steps N` trains exactly N steps, the decay
+over the steps, so the model doesn't depend on the machine's speed (the time only caps it).
 
 `--family mamba` trains a Mamba of the same width instead. On CPU transformers runs Mamba's
 selective scan as a Python loop over the positions (no CUDA kernels), so one step over a 1,300-id
@@ -32,7 +33,9 @@ from typing import Any
 IGNORE = -100
 
 
-def build_model(family: str, vocab: int, hidden: int, layers: int, positions: int, eos: int) -> Any:
+def build_model(
+    family: str, vocab: int, hidden: int, layers: int, positions: int, eos: int, dropout: float
+) -> Any:
     """A random-initialised tiny causal LM over `vocab` ids."""
     import transformers
 
@@ -43,9 +46,9 @@ def build_model(family: str, vocab: int, hidden: int, layers: int, positions: in
             n_layer=layers,
             n_head=max(1, hidden // 32),
             n_positions=positions,
-            resid_pdrop=0.0,
-            embd_pdrop=0.0,
-            attn_pdrop=0.0,
+            resid_pdrop=dropout,
+            embd_pdrop=dropout,
+            attn_pdrop=dropout,
             bos_token_id=eos,
             eos_token_id=eos,
         )
@@ -105,9 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--positions", type=int, default=1024, help="GPT-2's context")
-    parser.add_argument("--steps", type=int, help="stop after this many steps too")
+    parser.add_argument(
+        "--steps", type=int, help="train this many steps (a repeatable run; --minutes caps it)"
+    )
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--dropout", type=float, default=0.1, help="GPT-2's (default 0.1)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -127,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
     if too_long and args.family == "gpt2":
         raise SystemExit(f"{len(too_long)} conversations longer than --positions {args.positions}")
     pad = int(tokenizer.eos_token_id)
-    model = build_model(args.family, len(tokenizer), args.hidden, args.layers, args.positions, pad)
+    model = build_model(
+        args.family, len(tokenizer), args.hidden, args.layers, args.positions, pad, args.dropout
+    )
     parameters = sum(p.numel() for p in model.parameters())
     print(f"{args.family}: {parameters:,} parameters; {len(rows)} conversations", flush=True)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
@@ -142,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             if elapsed >= allowed or step == args.steps:
                 break
             for g in optimiser.param_groups:
-                progress = max(elapsed / allowed, step / args.steps if args.steps else 0.0)
+                # with --steps, the schedule follows the steps alone: the same steps give the
+                # same model on a slower or busier machine (the time is then only a cap)
+                progress = step / args.steps if args.steps else elapsed / allowed
                 g["lr"] = learning_rate(args.lr, progress, step)
             ids, mask, labels = tensors([rows[i] for i in group], pad)
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
@@ -165,7 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "family": args.family,
         "parameters": parameters,
-        "config": {"hidden": args.hidden, "layers": args.layers, "positions": args.positions},
+        "config": {
+            "hidden": args.hidden,
+            "layers": args.layers,
+            "positions": args.positions,
+            "dropout": args.dropout,
+        },
         "conversations": len(rows),
         "tokens": sum(len(r["input_ids"]) for r in rows),
         "steps": step,
