@@ -125,6 +125,9 @@ def test_session_json_both_ways() -> None:
     marked = s._replace(last_block="abc")
     assert marked.to_json() == {**d, "lastBlock": "abc"}
     assert Session.from_json({**d, "lastBlock": "abc"}) == marked
+    late = s._replace(late_call="planned")
+    assert late.to_json() == {**d, "lateCall": "planned"}
+    assert Session.from_json({**d, "lateCall": "planned"}) == late
     bare = sess()
     assert bare.to_json()["holding"] is None and bare.to_json()["interrupted"] is None
     assert Session.from_json(bare.to_json()) == bare
@@ -160,7 +163,9 @@ def test_history_from_json() -> None:
 
 
 def test_session_write_merge() -> None:
-    current = sess(holding=Place("dev", "i-1"), blocks=1, version=7, last_block="old")
+    current = sess(
+        holding=Place("dev", "i-1"), blocks=1, version=7, last_block="old", late_call="before"
+    )
     new = sess(
         holding=None,
         interrupted=Place("dev", "i-1"),
@@ -168,8 +173,11 @@ def test_session_write_merge() -> None:
         blocks=3,
         last_active="L",
         last_block="new",
+        late_call="after",
     )
-    every = frozenset({"holding", "interrupted", "yielded", "blocks", "lastActive", "lastBlock"})
+    every = frozenset(
+        {"holding", "interrupted", "yielded", "blocks", "lastActive", "lastBlock", "lateCall"}
+    )
     merged = SessionWrite(new, False, Place("dev", "i-1"), every).merge(current)
     assert merged == new._replace(version=8)
     kept = SessionWrite(new, False, Place("dev", "i-1"), frozenset()).merge(current)
@@ -181,6 +189,7 @@ def test_session_write_merge() -> None:
         ("blocks", "blocks"),
         ("lastActive", "last_active"),
         ("lastBlock", "last_block"),
+        ("lateCall", "late_call"),
     ):
         one = SessionWrite(new, False, Place("dev", "i-1"), frozenset({name})).merge(current)
         assert one == current._replace(version=8, **{field: getattr(new, field)}), name
