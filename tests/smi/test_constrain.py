@@ -324,6 +324,30 @@ def test_one_grammar_per_caps_and_reasoning(bytelevel: Family) -> None:
     assert constrainer.builds == 3
 
 
+def test_single_tools_are_called_once_a_transmission_all_together(bytelevel: Family) -> None:
+    """`single` (smllm run: the events, each answered with the next state): a transmission
+    calls one of them at most, before, between or after any other blocks and calls; the other
+    tools, as often as it likes. Without `single`, any number."""
+    lark = turn_grammar(bytelevel.ids, TOOLS, None, lambda name: name == "bash").lark
+    eot, act = bytelevel.ids[Kind.EOT], bytelevel.ids[Kind.ACT]
+    assert lark.splitlines()[0] == f"start: (block+ | block* single block*) <[{eot}]>"
+    assert f'single: <[{act}]> " "? "\\n"? single_call "\\n"?' in lark
+    assert "single_call: tool_1" in lark.splitlines() and "call: tool_0" in lark.splitlines()
+    single = Constrainer(bytelevel.constrainer.tokenizer, bytelevel.ids, lambda n: n == "bash")
+    read = bytelevel.act_ids(json.dumps(CALL, separators=(",", ":")))
+    bash = {"id": "b1", "type": "tool", "name": "bash", "arguments": {"command": "ls"}}
+    run = bytelevel.act_ids(json.dumps(bash, separators=(",", ":")))
+    again = bytelevel.act_ids(json.dumps({**bash, "id": "b2"}, separators=(",", ":")))
+    vocab = len(bytelevel.tokenizer)
+    for ids in ([*read, *run, *read, eot], [*run, eot], [*read, *read, eot]):
+        turn = single.for_turn(TOOLS, None)
+        assert accepted(turn, ids, vocab) == len(ids)
+    second = [*run, *read, *again, eot]
+    stops = accepted(single.for_turn(TOOLS, None), second, vocab)
+    assert len(run) + len(read) < stops < len(run) + len(read) + len(again)
+    assert accepted(bytelevel.turn(TOOLS), second, vocab) == len(second)
+
+
 def test_a_schema_llguidance_cannot_compile_is_any_object(bytelevel: Family) -> None:
     odd = {"name": "odd", "parameters": {"type": "object", "properties": {"a": {"$ref": "#/x"}}}}
     caps = Capabilities.from_value({"tools": [odd]})

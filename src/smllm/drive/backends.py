@@ -77,7 +77,14 @@ def hf_model_runtime(
         "max_new_tokens": max_new_tokens,
     }
     try:
-        return hf_runtime(model, tokenizer, sampler=sampler, constrain=constrain, **options)
+        return hf_runtime(
+            model,
+            tokenizer,
+            sampler=sampler,
+            constrain=constrain,
+            single_call=driver.is_event,
+            **options,
+        )
     except ValueError as exc:
         raise RunUsage(f"--model {path}: {exc}") from None
 

@@ -80,6 +80,11 @@ class Driver:
 
     # -- the policy (at admission, in the model's order) -------------------------------------
 
+    def is_event(self, tool: str) -> bool:
+        """Whether the CAPS tool `tool` fires an event (not a work tool): the constraint lets a
+        transmission call one of these at most, as the policy admits."""
+        return tool not in self.work_names
+
     def policy(self, action: Action, session: SessionInfo) -> Refusal | None:
         """One event per transmission (the engine answers each event with the next state, so a
         second event would be fired blind); a work tool's own checks (a shell command no

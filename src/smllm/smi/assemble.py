@@ -29,6 +29,7 @@ def hf_runtime(
     install: bool = False,
     sampler: Sampler = GREEDY,
     constrain: bool | None = None,
+    single_call: Callable[[str], bool] | None = None,
     content: Collection[str] = (),
     markup: Collection[str] = (),
     **options: Any,
@@ -46,7 +47,8 @@ def hf_runtime(
     CTRL, combined with the budget's mask). None (the default) turns it on where llguidance
     is installed, the vocabulary's tokens are bytes (not WordPiece) and none is longer than
     llguidance takes (1,024 bytes), off otherwise; False turns it off; True requires it
-    (ValueError saying why it can't be)."""
+    (ValueError saying why it can't be). `single_call`: the tools of which the grammar lets a
+    transmission call one at most, all of them together (`smllm run`: the events)."""
     from .backends.hf import HFBackend
 
     ids = install_tokens(tokenizer, model) if install else find_tokens(tokenizer)
@@ -69,7 +71,7 @@ def hf_runtime(
     # brings a constraint of their own
     if "constraint" not in options:
         constraint = _constraint(
-            constrain, tokenizer, ids, forbid, backend.vocab_size, encoder, token_bytes
+            constrain, tokenizer, ids, forbid, backend.vocab_size, encoder, token_bytes, single_call
         )
         if constraint is not None:
             options["constraint"] = constraint
@@ -93,6 +95,7 @@ def _constraint(
     vocab_size: int,
     encoder: PlainEncoder,
     token_bytes: Callable[[int], bytes] | None,
+    single: Callable[[str], bool] | None = None,
 ) -> Constrainer | None:
     """The runtime's constraint factory for `hf_runtime(constrain=…)` (its docstring)."""
     if constrain is False:
@@ -108,7 +111,13 @@ def _constraint(
         return None  # WordPiece and the like: token bytes don't add up to the text
     try:
         return Constrainer.for_hf(
-            tokenizer, ids, forbid, vocab_size, encoder=encoder, token_bytes=token_bytes
+            tokenizer,
+            ids,
+            forbid,
+            vocab_size,
+            encoder=encoder,
+            token_bytes=token_bytes,
+            single=single,
         )
     except TokenTooLong:
         if constrain:

@@ -8,7 +8,7 @@ stay as they are: the runtime still never trusts the model.
 The grammar (llguidance's Lark, smi-notes §4.4; structural ids as `<[id]>`, never `<|name|>`,
 which only works where the tokenizer marks the token special):
 
-    start: block+ <[eot]>
+    start: block+ <[eot]>                 (with `single` tools: block+ | block* single block*)
     block: think | out | act              (think and act only where allowed, below)
     think: <[think]> think_text           think_text[max_tokens=N]: /(?s:.+)/
     out:   <[out]> TEXT                   TEXT: /(?s:.+)/
@@ -33,6 +33,11 @@ which only works where the tokenizer marks the token special):
   allowed only where CAPS declares `actions`. Raw actions made of other-modality token runs
   can't be expressed (runs have no bytes): a runtime whose model emits action tokens turns the
   constraint off.
+- `single` (a predicate on tool names; `smllm run`: the events, since the driver answers each
+  with the next state and refuses a second one in a transmission): those tools' calls go in a
+  `single` ACT that a transmission may hold once, anywhere among its other blocks; the other
+  tools are called as often as the model likes. After a budget restart (below) the count
+  starts afresh: the driver's policy still refuses a second event.
 - **No tools and no actions: no `act` alternative at all**, so `<|act|>` is unsampleable (an
   ACT would be refused as `unknown_capability` anyway; the model says what it can't do in OUT).
 - The framing `"\\n"` around an ACT's JSON is optional (a vocabulary without a `"\\n"` token
@@ -145,7 +150,12 @@ def _compiles(schema_json: str) -> str | None:
     return messages[0] if is_error else None
 
 
-def turn_grammar(ids: TokenIds, caps: Capabilities, reasoning: Reasoning | None) -> TurnGrammar:
+def turn_grammar(
+    ids: TokenIds,
+    caps: Capabilities,
+    reasoning: Reasoning | None,
+    single: Callable[[str], bool] | None = None,
+) -> TurnGrammar:
     """The grammar of a model transmission under `caps` and `reasoning` (module docstring)."""
 
     def token(kind: Kind) -> str:
@@ -160,6 +170,7 @@ def turn_grammar(ids: TokenIds, caps: Capabilities, reasoning: Reasoning | None)
         bound = "" if limit is None else f"[max_tokens={limit}]"
         rules += [f"think: {token(Kind.THINK)} think_text", f"think_text{bound}: /(?s:.+)/"]
     calls: list[str] = []
+    singles: list[str] = []  # the tools of which a transmission calls one at most (`single`)
     for n, tool in enumerate(caps.tools):
         schema = _schema_json(tool.parameters)
         problem = _compiles(schema)
@@ -167,7 +178,7 @@ def turn_grammar(ids: TokenIds, caps: Capabilities, reasoning: Reasoning | None)
             warnings.append(f"tool {tool.name!r}: arguments read as any object ({problem})")
             schema = _schema_json({"type": "object"})
         head = f',"type":"tool","name":{json.dumps(tool.name, ensure_ascii=False)},"arguments":'
-        calls.append(f"tool_{n}")
+        (singles if single is not None and single(tool.name) else calls).append(f"tool_{n}")
         rules.append(f'tool_{n}: "{{\\"id\\":" ACT_ID {_lit(head)} %json {schema} "}}"')
     if caps.actions:
         names = " | ".join(_lit(json.dumps(a, ensure_ascii=False)) for a in caps.actions)
@@ -178,14 +189,16 @@ def turn_grammar(ids: TokenIds, caps: Capabilities, reasoning: Reasoning | None)
             f"action_name: {names}",
             r"RAW: /[^{\s](?s:.*)/",
         ]
+    framing = f'{token(Kind.ACT)} " "? "\\n"?'
     if calls:
         blocks.append("act")
-        rules += [
-            f'act: {token(Kind.ACT)} " "? "\\n"? call "\\n"?',
-            f"call: {' | '.join(calls)}",
-            f'ACT_ID: /"{ACT_ID_PATTERN}"/',
-        ]
+        rules += [f'act: {framing} call "\\n"?', f"call: {' | '.join(calls)}"]
+    if calls or singles:
+        rules.append(f'ACT_ID: /"{ACT_ID_PATTERN}"/')
     head_rules = [f"start: block+ {token(Kind.EOT)}", f"block: {' | '.join(blocks)}"]
+    if singles:
+        head_rules[0] = f"start: (block+ | block* single block*) {token(Kind.EOT)}"
+        rules += [f'single: {framing} single_call "\\n"?', f"single_call: {' | '.join(singles)}"]
     return TurnGrammar("\n".join(head_rules + rules) + "\n", tuple(warnings))
 
 
@@ -390,11 +403,16 @@ class GrammarConstraint:
 class Constrainer:
     """Makes each turn's `GrammarConstraint` (the runtime's `constraint=` factory: called with
     the session, it reads `session.caps` and `session.reasoning`). Holds one llguidance
-    tokenizer and a compiled matcher per distinct (caps, reasoning), copied per turn."""
+    tokenizer and a compiled matcher per distinct (caps, reasoning), copied per turn. `single`:
+    the tools of which a transmission may call one at most, all of them together (a driver that
+    answers each event with the next state: turn_grammar)."""
 
-    def __init__(self, tokenizer: Any, ids: TokenIds) -> None:
+    def __init__(
+        self, tokenizer: Any, ids: TokenIds, single: Callable[[str], bool] | None = None
+    ) -> None:
         self.tokenizer = tokenizer
         self.ids = ids
+        self.single = single
         self.vocab_size = int(tokenizer.vocab_size)
         self._compiled: OrderedDict[
             tuple[str, str | None, int | None], tuple[Any, tuple[str, ...]]
@@ -413,6 +431,7 @@ class Constrainer:
         *,
         encoder: PlainEncoder | None = None,
         token_bytes: Callable[[int], bytes] | None = None,
+        single: Callable[[str], bool] | None = None,
     ) -> Constrainer:
         """Over an HF fast tokenizer with the SMI tokens; `markup`: the ids the model may never
         write as text (the runtime's `forbid`), `vocab_size`: the model's logits' length;
@@ -428,7 +447,7 @@ class Constrainer:
         def encode(data: bytes) -> list[int]:
             return plain.encode(data.decode("utf-8", errors="replace"), "forced text")
 
-        return cls(lltokenizer(listed, special, ids.eos, encode), ids)
+        return cls(lltokenizer(listed, special, ids.eos, encode), ids, single)
 
     @classmethod
     def for_trie(cls, encoder: Any, vocab_size: int | None = None) -> Constrainer:
@@ -446,7 +465,7 @@ class Constrainer:
         return cls(tokenizer, encoder.ids)
 
     def grammar(self, caps: Capabilities, reasoning: Reasoning | None) -> TurnGrammar:
-        return turn_grammar(self.ids, caps, reasoning)
+        return turn_grammar(self.ids, caps, reasoning, self.single)
 
     def _pristine(
         self, caps: Capabilities, reasoning: Reasoning | None
