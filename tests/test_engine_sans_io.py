@@ -26,11 +26,10 @@ from smllm.engine.records import (
     HistoryRecord,
     Instance,
     InstanceWrite,
-    Place,
     Session,
     SessionWrite,
 )
-from smllm.engine.stop import ALLOW, stop, stops_yielded
+from smllm.engine.stop import ALLOW, stop
 from smllm.engine.view import view
 from smllm.errors import StoreConflict
 from smllm.machine.configs.config import load_configs
@@ -563,27 +562,6 @@ def test_stop_after_the_instance_left(world: Scripted) -> None:
     assert out.audit == (AuditRecord(at(4), "moved", {"message": message}),)
     world.reader.apply_session(out.session, out.audit)
     assert world.stop(a, None) is ALLOW
-
-
-def test_stops_yielded_only_while_the_yielded_session_holds_its_instance(
-    world: Scripted,
-) -> None:
-    """The stop hook's fast path (engine/stop.py stops_yielded, rule 4 on the machines'
-    summary): True only for a yielded session whose instance is still its own and active;
-    every other session is left to `stop` (False)."""
-    key, inst = entered(world)
-    assert not stops_yielded(world.loaded, world.session(key), world.reader)  # not yielded
-    run(world, key, "yield")
-    s = world.session(key)
-    assert (s.yielded, s.holding) == (True, Place("dev", inst.id))
-    before = world.reader.dump()
-    assert stops_yielded(world.loaded, s, world.reader)
-    assert world.reader.dump() == before  # it reads only
-    assert not stops_yielded(world.loaded, s._replace(holding=None), world.reader)
-    gone = s._replace(holding=Place("dev", "no-such-instance"))
-    assert not stops_yielded(world.loaded, gone, world.reader)
-    run(world, world.new_session().key, "enter", *ENTER_GH1)  # takes GH-1 over
-    assert not stops_yielded(world.loaded, s, world.reader)
 
 
 def test_prompt_submitted(world: Scripted) -> None:
