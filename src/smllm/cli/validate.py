@@ -57,9 +57,14 @@ def _now_findings(configs: tuple[str, ...]) -> list[Finding]:
         if cfg.idle is not None:
             at = ("idle", "on-enter", "text" if cfg.idle.file is None else "file")
             problems += [(rule, msg, at) for rule, msg in idle_problems(cfg.idle)]
-        if cfg.store.kind == "url-env" and not os.environ.get(cfg.store.value):
-            message = f"state.url-env names {cfg.store.value}, which is unset or empty"
-            problems.append(("CFG-10", message, ("state", "url-env")))
+        if cfg.store.kind == "url-env":
+            from ..api.stores import store_url
+            from ..errors import StoreError
+
+            try:
+                store_url(cfg.store)  # the store's own check, as each command meets it
+            except StoreError as exc:
+                problems.append(("CFG-10", str(exc), ("state", "url-env")))
         if problems:
             from ..files import read_regular
 
